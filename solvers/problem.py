@@ -1,0 +1,425 @@
+"""The mixed packing-covering integer program every solver in this package accepts.
+
+Standard form::
+
+    min/max  c.x + offset
+    s.t.     A x <= b            packing rows   (A >= 0, b >= 0)
+             C x >= d            covering rows  (C >= 0, d >= 0)
+             g_lo <= G x <= g_hi general rows   (any sign)
+             0 <= x <= upper,  x_i integer where integer[i]
+             choice groups (see :class:`ChoiceGroup`)
+
+The packing/covering sign conditions are validated because the rounding
+guarantees depend on them; anything else goes into the general rows.
+
+Empty rows: an all-zero packing row (``0 <= b``) or an all-zero covering row
+with ``d == 0`` is always satisfied and is *kept*, so row indices, names and
+duals stay aligned with the caller's data.  An all-zero covering row with
+``d > 0`` (or an all-zero general row whose range excludes 0) can never be
+satisfied and is almost always a modelling bug, so it raises
+:class:`ProblemError` instead of surfacing later as "infeasible".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ProblemError", "Option", "ChoiceGroup", "Problem"]
+
+
+class ProblemError(ValueError):
+    """Invalid problem data; the message names the argument/row/column and the reason."""
+
+
+@dataclass(frozen=True, eq=False)
+class Option:
+    """One option of a choice group: its members may be non-zero only if ``x[indicator] == 1``."""
+
+    indicator: int
+    members: np.ndarray
+
+    def __post_init__(self) -> None:
+        members = np.asarray(self.members)
+        if members.ndim != 1 or (members.size and not np.issubdtype(members.dtype, np.integer)):
+            raise ProblemError(f"Option(indicator={self.indicator}): members must be a 1-D integer array")
+        members = members.astype(np.int64, copy=True)
+        members.flags.writeable = False
+        object.__setattr__(self, "indicator", int(self.indicator))
+        object.__setattr__(self, "members", members)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Option):
+            return NotImplemented
+        return self.indicator == other.indicator and np.array_equal(self.members, other.members)
+
+    def __hash__(self) -> int:
+        return hash((self.indicator, self.members.tobytes()))
+
+
+@dataclass(frozen=True)
+class ChoiceGroup:
+    """At most one (``exact``: exactly one) of the options is chosen."""
+
+    options: tuple[Option, ...]
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
+
+
+def _names(arg: str, names: Sequence[str] | None, size: int) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    names = tuple(str(s) for s in names)
+    if len(names) != size:
+        raise ProblemError(f"{arg}: expected {size} names, got {len(names)}")
+    return names
+
+
+def _label(names: tuple[str, ...] | None, i: int) -> str:
+    return f"{i} ({names[i]!r})" if names is not None else str(i)
+
+
+def _vector(arg: str, value: Any, size: int | None, *, default: float | None = None) -> np.ndarray:
+    if value is None:
+        if default is None:
+            raise ProblemError(f"{arg}: required")
+        value = np.full(size, default)
+    try:
+        arr = np.array(value, dtype=np.float64).reshape(-1) if np.ndim(value) else None
+    except (TypeError, ValueError) as exc:
+        raise ProblemError(f"{arg}: not convertible to a float vector ({exc})") from exc
+    if arr is None:
+        raise ProblemError(f"{arg}: must be a 1-D vector, got a scalar")
+    if np.ndim(value) != 1:
+        raise ProblemError(f"{arg}: must be 1-D, got shape {np.shape(value)}")
+    if size is not None and arr.size != size:
+        raise ProblemError(f"{arg}: expected length {size}, got {arr.size}")
+    if np.isnan(arr).any():
+        raise ProblemError(f"{arg}[{int(np.flatnonzero(np.isnan(arr))[0])}] is NaN")
+    return arr
+
+
+def _matrix(arg: str, value: Any, n: int) -> sp.csr_array:
+    if value is None:
+        return sp.csr_array((0, n), dtype=np.float64)
+    try:
+        if sp.issparse(value):
+            mat = sp.csr_array(value, dtype=np.float64)
+        else:
+            dense = np.asarray(value, dtype=np.float64)
+            if dense.ndim != 2:
+                raise ProblemError(f"{arg}: must be 2-D, got shape {dense.shape}")
+            mat = sp.csr_array(dense)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ProblemError):
+            raise
+        raise ProblemError(f"{arg}: not convertible to a float matrix ({exc})") from exc
+    if mat.shape[1] != n:
+        raise ProblemError(f"{arg}: has {mat.shape[1]} columns but c has {n} entries")
+    mat = mat.copy()
+    mat.sum_duplicates()
+    mat.eliminate_zeros()
+    mat.sort_indices()
+    return mat
+
+
+def _first_entry(mat: sp.csr_array, mask: np.ndarray) -> tuple[int, int, float]:
+    k = int(np.flatnonzero(mask)[0])
+    row = int(np.searchsorted(mat.indptr, k, side="right") - 1)
+    return row, int(mat.indices[k]), float(mat.data[k])
+
+
+def _freeze(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def _freeze_csr(mat: sp.csr_array) -> sp.csr_array:
+    for part in (mat.data, mat.indices, mat.indptr):
+        part.flags.writeable = False
+    return mat
+
+
+class Problem:
+    """min/max c.x + offset  s.t.  A x <= b (packing, A>=0, b>=0), C x >= d (covering, C>=0, d>=0),
+    g_lo <= G x <= g_hi (general rows, any sign), 0 <= x <= upper, x_i integer where integer[i],
+    choice groups.
+
+    Validated once at construction and read-only afterwards, so solvers can trust it.
+    """
+
+    _frozen = False
+
+    def __init__(
+        self,
+        *,
+        c: Any,
+        sense: str = "min",
+        A: Any = None,
+        b: Any = None,
+        C: Any = None,
+        d: Any = None,
+        G: Any = None,
+        g_lo: Any = None,
+        g_hi: Any = None,
+        upper: Any = None,
+        integer: Any = None,
+        groups: Sequence[ChoiceGroup] = (),
+        offset: float = 0.0,
+        name: str = "problem",
+        var_names: Sequence[str] | None = None,
+        pack_names: Sequence[str] | None = None,
+        cover_names: Sequence[str] | None = None,
+        general_names: Sequence[str] | None = None,
+    ) -> None:
+        c = _vector("c", c, None)
+        if not np.isfinite(c).all():
+            raise ProblemError(f"c[{int(np.flatnonzero(~np.isfinite(c))[0])}] is not finite")
+        n = c.size
+        if sense not in ("min", "max"):
+            raise ProblemError(f"sense: must be 'min' or 'max', got {sense!r}")
+        try:
+            offset = float(offset)
+        except (TypeError, ValueError) as exc:
+            raise ProblemError(f"offset: not a number ({exc})") from exc
+        if not math.isfinite(offset):
+            raise ProblemError(f"offset: must be finite, got {offset}")
+        self.var_names = _names("var_names", var_names, n)
+
+        A_, C_, G_ = _matrix("A", A, n), _matrix("C", C, n), _matrix("G", G, n)
+        self.pack_names = _names("pack_names", pack_names, A_.shape[0])
+        self.cover_names = _names("cover_names", cover_names, C_.shape[0])
+        self.general_names = _names("general_names", general_names, G_.shape[0])
+        b_ = self._rhs("b", b, A_, "A")
+        d_ = self._rhs("d", d, C_, "C")
+        for arg, mat, names in (("A", A_, self.pack_names), ("C", C_, self.cover_names), ("G", G_, self.general_names)):
+            bad = ~np.isfinite(mat.data)
+            if bad.any():
+                r, j, v = _first_entry(mat, bad)
+                raise ProblemError(
+                    f"{arg}[row {_label(names, r)}, column {_label(self.var_names, j)}] = {v} is not finite"
+                )
+        for arg, mat, names, kind in (("A", A_, self.pack_names, "packing"), ("C", C_, self.cover_names, "covering")):
+            neg = mat.data < 0
+            if neg.any():
+                r, j, v = _first_entry(mat, neg)
+                raise ProblemError(
+                    f"{arg}[row {_label(names, r)}, column {_label(self.var_names, j)}] = {v} < 0: "
+                    f"{kind} coefficients must be non-negative (put signed rows in G)"
+                )
+        for arg, vec, names, kind in (("b", b_, self.pack_names, "packing"), ("d", d_, self.cover_names, "covering")):
+            neg = vec < 0
+            if neg.any():
+                r = int(np.flatnonzero(neg)[0])
+                raise ProblemError(f"{arg}[row {_label(names, r)}] = {vec[r]} < 0: {kind} right-hand sides must be >= 0")
+        empty_cover = (np.diff(C_.indptr) == 0) & (d_ > 0)
+        if empty_cover.any():
+            r = int(np.flatnonzero(empty_cover)[0])
+            raise ProblemError(f"C[row {_label(self.cover_names, r)}] is all zero but d = {d_[r]} > 0: never satisfiable")
+
+        m_g = G_.shape[0]
+        lo_ = _vector("g_lo", g_lo, m_g, default=-np.inf)
+        hi_ = _vector("g_hi", g_hi, m_g, default=np.inf)
+        if m_g and g_lo is None and g_hi is None:
+            raise ProblemError("G: given without g_lo or g_hi")
+        for arg, vec, bad_val in (("g_lo", lo_, np.inf), ("g_hi", hi_, -np.inf)):
+            if (vec == bad_val).any():
+                r = int(np.flatnonzero(vec == bad_val)[0])
+                raise ProblemError(f"{arg}[row {_label(self.general_names, r)}] = {bad_val}: row can never hold")
+        if (lo_ > hi_).any():
+            r = int(np.flatnonzero(lo_ > hi_)[0])
+            raise ProblemError(f"general row {_label(self.general_names, r)}: g_lo = {lo_[r]} > g_hi = {hi_[r]}")
+        empty_gen = (np.diff(G_.indptr) == 0) & ((lo_ > 0) | (hi_ < 0))
+        if empty_gen.any():
+            r = int(np.flatnonzero(empty_gen)[0])
+            raise ProblemError(
+                f"G[row {_label(self.general_names, r)}] is all zero but 0 is outside [{lo_[r]}, {hi_[r]}]: never satisfiable"
+            )
+
+        upper_ = _vector("upper", upper, n, default=np.inf)
+        if (upper_ < 0).any():
+            j = int(np.flatnonzero(upper_ < 0)[0])
+            raise ProblemError(f"upper[{_label(self.var_names, j)}] = {upper_[j]} < 0: lower bounds are 0")
+        if integer is None:
+            integer_ = np.ones(n, dtype=bool)
+        else:
+            integer_ = np.asarray(integer)
+            if integer_.shape != (n,):
+                raise ProblemError(f"integer: expected shape ({n},), got {integer_.shape}")
+            if integer_.dtype != bool and not np.isin(integer_, (0, 1)).all():
+                raise ProblemError("integer: must be a boolean mask")
+            integer_ = integer_.astype(bool)
+
+        self.c = _freeze(c)
+        self.sense = sense
+        self.n = n
+        self.A, self.C, self.G = _freeze_csr(A_), _freeze_csr(C_), _freeze_csr(G_)
+        self.b, self.d = _freeze(b_), _freeze(d_)
+        self.g_lo, self.g_hi = _freeze(lo_), _freeze(hi_)
+        self.upper = _freeze(upper_)
+        self.integer = _freeze(integer_)
+        self.groups = self._check_groups(groups)
+        self.offset = offset
+        self.name = str(name)
+        self._implied = self._build_implied()
+        self._frozen = True
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if self._frozen:
+            raise AttributeError(f"Problem is read-only (tried to set {key!r})")
+        object.__setattr__(self, key, value)
+
+    def __repr__(self) -> str:
+        return (
+            f"Problem({self.name!r}, {self.sense}, n={self.n}, pack={self.A.shape[0]}, cover={self.C.shape[0]}, "
+            f"general={self.G.shape[0]}, groups={len(self.groups)})"
+        )
+
+    @staticmethod
+    def _rhs(arg: str, value: Any, mat: sp.csr_array, mat_arg: str) -> np.ndarray:
+        m = mat.shape[0]
+        if value is None and m:
+            raise ProblemError(f"{arg}: required because {mat_arg} has {m} rows")
+        vec = _vector(arg, value, m, default=0.0)
+        if not np.isfinite(vec).all():
+            raise ProblemError(f"{arg}[{int(np.flatnonzero(~np.isfinite(vec))[0])}] is not finite")
+        return vec
+
+    def _check_groups(self, groups: Sequence[ChoiceGroup]) -> tuple[ChoiceGroup, ...]:
+        groups = tuple(groups)
+        seen = np.full(self.n, -1, dtype=np.int64)  # group index that already uses each variable
+        for g, group in enumerate(groups):
+            if not isinstance(group, ChoiceGroup):
+                raise ProblemError(f"groups[{g}]: expected ChoiceGroup, got {type(group).__name__}")
+            if not group.options:
+                raise ProblemError(f"groups[{g}]: has no options")
+            for k, opt in enumerate(group.options):
+                where = f"groups[{g}].options[{k}]"
+                if not isinstance(opt, Option):
+                    raise ProblemError(f"{where}: expected Option, got {type(opt).__name__}")
+                y = opt.indicator
+                if not 0 <= y < self.n:
+                    raise ProblemError(f"{where}: indicator {y} out of range [0, {self.n})")
+                if not self.integer[y] or self.upper[y] != 1.0:
+                    raise ProblemError(
+                        f"{where}: indicator {_label(self.var_names, y)} must be integer with upper bound 1 "
+                        f"(integer={bool(self.integer[y])}, upper={self.upper[y]})"
+                    )
+                mem = opt.members
+                if mem.size and (mem.min() < 0 or mem.max() >= self.n):
+                    raise ProblemError(f"{where}: member index out of range [0, {self.n})")
+                if not np.isfinite(self.upper[mem]).all():
+                    j = int(mem[~np.isfinite(self.upper[mem])][0])
+                    raise ProblemError(f"{where}: member {_label(self.var_names, j)} needs a finite upper bound")
+                used = np.concatenate(([y], mem))
+                uniq, counts = np.unique(used, return_counts=True)
+                clash = np.concatenate((uniq[counts > 1], used[seen[used] >= 0]))
+                if clash.size:
+                    j = int(clash[0])
+                    raise ProblemError(
+                        f"{where}: variable {_label(self.var_names, j)} already appears in a choice option "
+                        "(each variable may be in at most one option of one group)"
+                    )
+                seen[used] = g
+        return groups
+
+    def _build_implied(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        """Group rows first (one per group), then one linking row per member, in group/option/member order."""
+        n_groups = len(self.groups)
+        g_rows, g_cols, ind_of_member, members = [], [], [], []
+        for g, group in enumerate(self.groups):
+            for opt in group.options:
+                g_rows.append(g)
+                g_cols.append(opt.indicator)
+                ind_of_member.append(np.full(opt.members.size, opt.indicator, dtype=np.int64))
+                members.append(opt.members)
+        mem = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
+        ind = np.concatenate(ind_of_member) if ind_of_member else np.zeros(0, dtype=np.int64)
+        n_link = mem.size
+        link_rows = n_groups + np.arange(n_link)
+        rows = np.concatenate((np.asarray(g_rows, dtype=np.int64), link_rows, link_rows))
+        cols = np.concatenate((np.asarray(g_cols, dtype=np.int64), mem, ind))
+        vals = np.concatenate((np.ones(len(g_cols)), np.ones(n_link), -self.upper[mem]))
+        R = sp.csr_array((vals, (rows, cols)), shape=(n_groups + n_link, self.n))
+        R.sum_duplicates()
+        R.eliminate_zeros()
+        R.sort_indices()
+        exact = np.array([grp.exact for grp in self.groups], dtype=bool)
+        lo = np.concatenate((np.where(exact, 1.0, -np.inf), np.full(n_link, -np.inf)))
+        hi = np.concatenate((np.ones(n_groups), np.zeros(n_link)))
+        return _freeze_csr(R), _freeze(lo), _freeze(hi)
+
+    def implied_rows(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        """The rows the choice groups imply, as general rows lo <= R x <= hi:
+        sum_k y_k <= 1 (== 1 if exact), and x_i - upper_i * y_k <= 0 for each member i of option k.
+
+        Order: one row per group, then the linking rows in group/option/member order.
+        """
+        return self._implied
+
+    @property
+    def row_slices(self) -> dict[str, slice]:
+        """Where each row kind sits inside :meth:`all_rows` (keys pack, cover, general, implied)."""
+        sizes = {"pack": self.A.shape[0], "cover": self.C.shape[0], "general": self.G.shape[0],
+                 "implied": self._implied[0].shape[0]}
+        out, start = {}, 0
+        for kind, size in sizes.items():
+            out[kind] = slice(start, start + size)
+            start += size
+        return out
+
+    def all_rows(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        """Every constraint as lo <= M x <= hi (packing, covering, general, implied), for LP/MIP backends."""
+        R, r_lo, r_hi = self._implied
+        M = sp.vstack([self.A, self.C, self.G, R], format="csr", dtype=np.float64)
+        M = sp.csr_array(M)
+        M.sort_indices()
+        lo = np.concatenate((np.full(self.A.shape[0], -np.inf), self.d, self.g_lo, r_lo))
+        hi = np.concatenate((self.b, np.full(self.C.shape[0], np.inf), self.g_hi, r_hi))
+        return M, lo, hi
+
+    def row_names(self) -> list[str]:
+        """A name for every row of :meth:`all_rows` (given names or generated ones)."""
+        out: list[str] = []
+        for prefix, names, m in (("pack", self.pack_names, self.A.shape[0]), ("cover", self.cover_names, self.C.shape[0]),
+                                 ("general", self.general_names, self.G.shape[0])):
+            out.extend(names if names is not None else (f"{prefix}{i}" for i in range(m)))
+        out.extend(f"group{g}" for g in range(len(self.groups)))
+        out.extend(f"link{i}" for i in range(self._implied[0].shape[0] - len(self.groups)))
+        return out
+
+    def objective(self, x: Any) -> float:
+        """c.x + offset, in the problem's own sense (no sign flip for max)."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.n,):
+            raise ProblemError(f"x: expected shape ({self.n},), got {x.shape}")
+        return float(self.c @ x + self.offset)
+
+    def to_mps(self, path: str | PathLike[str]) -> None:
+        """Write the MIP (choice groups as implied rows) as MPS through HiGHS, for other solvers to read."""
+        self._write(path, ".mps")
+
+    def to_lp(self, path: str | PathLike[str]) -> None:
+        """Write the MIP (choice groups as implied rows) in CPLEX LP format through HiGHS."""
+        self._write(path, ".lp")
+
+    def _write(self, path: str | PathLike[str], suffix: str) -> None:
+        # HiGHS picks the format from the file extension, so insist on the right one.
+        if not str(path).endswith(suffix):
+            raise ValueError(f"path {str(path)!r} must end with {suffix!r}")
+        from solvers.lp import highs_instance  # lazy: highspy is only needed when writing/solving
+
+        h = highs_instance(self, relax=False, names=True)
+        status = h.writeModel(str(path))
+        if status.name != "kOk" and status.name != "kWarning":
+            raise OSError(f"HiGHS could not write {path}: {status}")
