@@ -1,0 +1,122 @@
+"""The ``placement`` command: parses arguments and calls the library, nothing more.
+
+Exit codes: 0 success (valid), 1 invalid schedule, 2 bad input (one line on stderr,
+naming the file, the JSON path and the reason; never a traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from placement import __version__
+from placement.evaluate import evaluate
+from placement.fields import FileFormatError
+from placement.instance import Instance
+from placement.schedule import Schedule
+
+EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Raised by a command for input it cannot use; printed as one line, exit code 2."""
+
+
+def _load(kind: type, path: str):
+    try:
+        return kind.load(path)
+    except FileFormatError as exc:
+        prefix = "" if exc.path == str(path) else f"{path}: "
+        raise BadInput(f"{prefix}{exc}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    instance = _load(Instance, args.instance)
+    schedule = _load(Schedule, args.schedule)
+    violations, report = evaluate(instance, schedule)
+    if args.json:
+        print(json.dumps({"valid": not violations,
+                          "violations": [v.to_dict() for v in violations],
+                          "report": report.to_dict()}, indent=1))
+    elif violations:
+        print(f"INVALID: {len(violations)} violation(s)")
+        for v in violations[: args.max_violations]:
+            print(f"  {v}")
+        if len(violations) > args.max_violations:
+            print(f"  ... {len(violations) - args.max_violations} more (--max-violations, --json)")
+    else:
+        print("VALID")
+        print(report.summary())
+    if schedule.instance is not None and schedule.instance != instance.name:
+        print(f"note: the schedule names instance {schedule.instance!r}, the instance file is "
+              f"{instance.name!r}", file=sys.stderr)
+    return EXIT_INVALID if violations else EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    inst = _load(Instance, args.instance)
+    topo = inst.topology
+    totals = {r: sum(m.capacity.get(r, 0) for m in topo.machines) for r in inst.resources}
+    work = sum(j.work_batches * j.batch_seconds for j in inst.jobs)
+    lines = [
+        f"instance   {inst.name}",
+        f"horizon    {inst.horizon} slots x {inst.slot_seconds:g} s = {inst.horizon * inst.slot_seconds:g} s",
+        f"machines   {len(topo.machines)} (capacity: "
+        + ", ".join(f"{r} {v:g}" for r, v in totals.items()) + ")",
+        f"switches   {len(topo.switches)}, links {len(topo.links)}, root {topo.root_id}, "
+        f"depth {max(topo.depth(m.id) for m in topo.machines)}",
+        f"jobs       {len(inst.jobs)} (arrivals in slots "
+        f"{min((j.arrival for j in inst.jobs), default=0)}..{max((j.arrival for j in inst.jobs), default=0)}, "
+        f"workers {sum(j.min_workers for j in inst.jobs)}..{sum(j.max_workers for j in inst.jobs)} "
+        f"in all, {work:g} worker-seconds of compute)",
+    ]
+    if args.jobs:
+        lines.append("")
+        lines.append(f"{'job':<12} {'arrival':>7} {'batches':>10} {'s/batch':>8} {'workers':>9} "
+                     f"{'kappa':>6} {'weight':>6}")
+        for j in inst.jobs:
+            lines.append(f"{j.id:<12} {j.arrival:>7} {j.work_batches:>10g} {j.batch_seconds:>8g} "
+                         f"{f'{j.min_workers}..{j.max_workers}':>9} {j.kappa:>6.3g} {j.weight:>6g}")
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="placement", description=(
+        "Place the workers and parameter servers of distributed ML training jobs, slot by slot."))
+    parser.add_argument("--version", action="version", version=f"placement {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check a schedule against MODEL.md and score it")
+    p.add_argument("instance", help="instance JSON file")
+    p.add_argument("schedule", help="schedule JSON file")
+    p.add_argument("--json", action="store_true", help="print verdict, violations and report as JSON")
+    p.add_argument("--max-violations", type=int, default=20, metavar="N",
+                   help="violations to list in text mode (default 20)")
+    p.set_defaults(run=cmd_validate)
+
+    p = sub.add_parser("show", help="summarise an instance")
+    p.add_argument("instance", help="instance JSON file")
+    p.add_argument("--jobs", action="store_true", help="also list every job")
+    p.set_defaults(run=cmd_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except BadInput as exc:
+        print(f"placement: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("placement: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""What an instance is (MODEL.md section 1): a cluster tree, a slotted horizon and the jobs.
+
+Loading is strict: unknown keys, missing keys, wrong types, NaN or negative numbers,
+undeclared resources and jobs that fit nowhere raise one exception type,
+:class:`InstanceError`, whose message names the JSON path and the reason.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from placement.fields import Fields, InstanceError, fail, join, read_json, vector, write_json
+from placement.topology import Link, Machine, Switch, Topology
+
+__all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology"]
+
+#: Absolute tolerance of every comparison in MODEL.md.
+TOL = 1e-9
+#: Megabytes to gigabits (MB * 8 / 1000).
+MB_TO_GB = 0.008
+
+_JOB_REQUIRED = ("id", "arrival", "work_batches", "batch_seconds", "worker", "ps", "max_workers",
+                 "worker_gbps", "ps_gbps")
+_JOB_OPTIONAL = ("gradient_mb", "min_workers", "weight", "restart_seconds")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A data-parallel training job with workers and parameter servers (PS)."""
+
+    id: str
+    arrival: int
+    work_batches: float
+    batch_seconds: float
+    worker: dict[str, float]
+    ps: dict[str, float]
+    max_workers: int
+    worker_gbps: float
+    ps_gbps: float
+    gradient_mb: float = 0
+    min_workers: int = 1
+    weight: float = 1
+    restart_seconds: float = 0
+
+    @property
+    def kappa(self) -> float:
+        """PS per worker needed to carry the workers' traffic (worker_gbps / ps_gbps)."""
+        return self.worker_gbps / self.ps_gbps
+
+    def min_ps(self, workers: int) -> int:
+        """The fewest PSs that carry ``workers`` workers: max(1, ceil(kappa * W)) for W > 0.
+
+        Computed against the validator's own test (S * ps_gbps >= W * worker_gbps - 1e-9),
+        so a count from here is never rejected for float round-off."""
+        if workers <= 0:
+            return 0
+        need = workers * self.worker_gbps - TOL
+        s = max(1, math.ceil(need / self.ps_gbps))
+        while s > 1 and (s - 1) * self.ps_gbps >= need:
+            s -= 1
+        while s * self.ps_gbps < need:
+            s += 1
+        return s
+
+    def batch_time(self, gbps: float) -> float:
+        """Seconds per mini-batch when the gradient exchange runs at ``gbps`` (MODEL.md 4)."""
+        return self.batch_seconds + 2 * self.gradient_mb * MB_TO_GB / gbps
+
+    @classmethod
+    def from_dict(cls, value: Any, path: str) -> "Job":
+        f = Fields(value, path, InstanceError, _JOB_REQUIRED, _JOB_OPTIONAL)
+        job = cls(
+            id=f.string("id"),
+            arrival=f.integer("arrival", minimum=0),
+            work_batches=f.number("work_batches", positive=True),
+            batch_seconds=f.number("batch_seconds", positive=True),
+            worker=vector(value["worker"], join(path, "worker"), InstanceError),
+            ps=vector(value["ps"], join(path, "ps"), InstanceError),
+            max_workers=f.integer("max_workers", minimum=1),
+            worker_gbps=f.number("worker_gbps", positive=True),
+            ps_gbps=f.number("ps_gbps", positive=True),
+            gradient_mb=f.number("gradient_mb", 0),
+            min_workers=f.integer("min_workers", 1, minimum=1),
+            weight=f.number("weight", 1, positive=True),
+            restart_seconds=f.number("restart_seconds", 0),
+        )
+        if job.min_workers > job.max_workers:
+            fail(join(path, "min_workers"), f"min_workers {job.min_workers} > max_workers "
+                 f"{job.max_workers}", InstanceError)
+        return job
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "arrival": self.arrival, "work_batches": self.work_batches,
+                "batch_seconds": self.batch_seconds, "gradient_mb": self.gradient_mb,
+                "worker": dict(self.worker), "ps": dict(self.ps),
+                "min_workers": self.min_workers, "max_workers": self.max_workers,
+                "worker_gbps": self.worker_gbps, "ps_gbps": self.ps_gbps,
+                "weight": self.weight, "restart_seconds": self.restart_seconds}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One placement problem: ``horizon`` slots of ``slot_seconds`` on ``topology``."""
+
+    slot_seconds: float
+    horizon: int
+    resources: tuple[str, ...]
+    topology: Topology
+    jobs: tuple[Job, ...]
+    name: str = "instance"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resources", tuple(self.resources))
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        self._check()
+
+    # ----- checks that span several parts of the document -------------------------------
+    def _check(self) -> None:
+        if self.slot_seconds <= 0 or not math.isfinite(self.slot_seconds):
+            fail("slot_seconds", f"must be > 0, got {self.slot_seconds}", InstanceError)
+        if self.horizon < 1:
+            fail("horizon", f"must be >= 1, got {self.horizon}", InstanceError)
+        if not self.resources:
+            fail("resources", "must name at least one resource", InstanceError)
+        for i, r in enumerate(self.resources):
+            if not isinstance(r, str) or not r:
+                fail(join("resources", i), f"must be a non-empty string, got {r!r}", InstanceError)
+            if r in self.resources[:i]:
+                fail(join("resources", i), f"duplicate resource {r!r}", InstanceError)
+        declared = set(self.resources)
+        for i, m in enumerate(self.topology.machines):
+            self._check_names(m.capacity, f"topology.machines[{i}].capacity", declared)
+        seen: set[str] = set()
+        for i, job in enumerate(self.jobs):
+            where = join("jobs", i)
+            if job.id in seen:
+                fail(join(where, "id"), f"duplicate job id {job.id!r}", InstanceError)
+            seen.add(job.id)
+            if job.arrival >= self.horizon:
+                fail(join(where, "arrival"), f"arrival slot {job.arrival} is not inside the "
+                     f"horizon 0..{self.horizon - 1}", InstanceError)
+            self._check_names(job.worker, join(where, "worker"), declared)
+            self._check_names(job.ps, join(where, "ps"), declared)
+            self._check_fits(job, where)
+
+    @staticmethod
+    def _check_names(vector_: dict[str, float], where: str, declared: set[str]) -> None:
+        for r in vector_:
+            if r not in declared:
+                fail(join(where, r), f"resource {r!r} is not declared in `resources`",
+                     InstanceError)
+
+    def _check_fits(self, job: Job, where: str) -> None:
+        """A job whose worker or PS fits on no machine, or whose min_workers exceed what
+        the whole cluster can hold, can never run: reject it up front."""
+        for role, demand in (("worker", job.worker), ("ps", job.ps)):
+            if not any(self._fits(demand, m) for m in self.topology.machines):
+                worst = max(demand, key=lambda r: demand[r]) if demand else "?"
+                fail(join(where, role), f"one {role} (demand {demand}) exceeds the capacity of "
+                     f"every machine (largest {worst!r}: "
+                     f"{max(m.capacity.get(worst, 0) for m in self.topology.machines)})",
+                     InstanceError)
+        room = sum(self._count_fitting(job.worker, m) for m in self.topology.machines)
+        if room < job.min_workers:
+            fail(join(where, "min_workers"), f"the whole cluster holds at most {room} workers "
+                 f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
+
+    @staticmethod
+    def _fits(demand: dict[str, float], machine: Machine) -> bool:
+        return all(a <= machine.capacity.get(r, 0) + 1e-9 for r, a in demand.items())
+
+    @staticmethod
+    def _count_fitting(demand: dict[str, float], machine: Machine) -> int:
+        counts = [math.floor((machine.capacity.get(r, 0) + 1e-9) / a)
+                  for r, a in demand.items() if a > 0]
+        return min(counts) if counts else 10**9
+
+    # ----- file form ---------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, value: Any, name: str | None = None) -> "Instance":
+        """Build from a parsed JSON document; ``name`` is used when the document has none."""
+        f = Fields(value, "", InstanceError,
+                   ("slot_seconds", "horizon", "resources", "topology", "jobs"), ("name",))
+        resources = f.array("resources")
+        for i, r in enumerate(resources):
+            if not isinstance(r, str) or not r:
+                fail(join("resources", i), f"must be a non-empty string, got {r!r}", InstanceError)
+        return cls(
+            slot_seconds=f.number("slot_seconds", positive=True),
+            horizon=f.integer("horizon", minimum=1),
+            resources=tuple(resources),
+            topology=Topology.from_dict(value["topology"]),
+            jobs=tuple(Job.from_dict(j, join("jobs", i)) for i, j in enumerate(f.array("jobs"))),
+            name=f.string("name") if f.has("name") else (name or "instance"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "slot_seconds": self.slot_seconds, "horizon": self.horizon,
+                "resources": list(self.resources), "topology": self.topology.to_dict(),
+                "jobs": [j.to_dict() for j in self.jobs]}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Instance":
+        """Read an instance file; the name defaults to the file's stem."""
+        return cls.from_dict(read_json(path, InstanceError), name=Path(path).stem)
+
+    def save(self, path: str | os.PathLike) -> None:
+        write_json(path, self.to_dict())
+
+    # ----- convenience -------------------------------------------------------------------
+    @cached_property
+    def job_index(self) -> dict[str, int]:
+        return {j.id: i for i, j in enumerate(self.jobs)}
+
+    @cached_property
+    def best_local_gbps(self) -> float:
+        """The largest ``local_gbps``: the rate MODEL.md uses to charge unfinished jobs."""
+        return max(m.local_gbps for m in self.topology.machines)
