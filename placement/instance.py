@@ -175,9 +175,10 @@ class Instance:
 
     @staticmethod
     def _count_fitting(demand: dict[str, float], machine: Machine) -> int:
-        counts = [math.floor((machine.capacity.get(r, 0) + 1e-9) / a)
+        many = 10**9  # "unbounded": also guards against capacity / tiny demand overflowing
+        counts = [math.floor(min((machine.capacity.get(r, 0) + 1e-9) / a, many))
                   for r, a in demand.items() if a > 0]
-        return min(counts) if counts else 10**9
+        return min(counts, default=many)
 
     # ----- file form ---------------------------------------------------------------------
     @classmethod

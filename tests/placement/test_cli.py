@@ -1,0 +1,94 @@
+"""The CLI: exit codes 0 valid / 1 invalid / 2 bad input, one clear line, no traceback."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from placement.cli import main
+
+from .conftest import EXAMPLES, TINY, write
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_valid_and_invalid(capsys):
+    code, out, _ = run(capsys, "validate", str(EXAMPLES / "local.json"), str(EXAMPLES / "local.valid.json"))
+    assert code == 0 and out.startswith("VALID") and "weighted JCT      480 s" in out
+    code, out, _ = run(capsys, "validate", str(EXAMPLES / "local.json"), str(EXAMPLES / "local.invalid.json"))
+    assert code == 1 and "INVALID: 2 violation(s)" in out and "rule 2 (life), slot 0, job b" in out
+
+
+def test_validate_json(capsys):
+    code, out, _ = run(capsys, "validate", "--json", str(EXAMPLES / "bottleneck.json"),
+                       str(EXAMPLES / "bottleneck.invalid.json"))
+    doc = json.loads(out)
+    assert code == 1 and doc["valid"] is False and len(doc["violations"]) == 4
+    assert doc["violations"][0]["name"] == "network" and doc["report"]["instance"] == "bottleneck"
+
+
+def test_max_violations(capsys):
+    code, out, _ = run(capsys, "validate", "--max-violations", "1", str(EXAMPLES / "bottleneck.json"),
+                       str(EXAMPLES / "bottleneck.invalid.json"))
+    assert code == 1 and "... 3 more" in out
+
+
+def test_show(capsys):
+    code, out, _ = run(capsys, "show", "--jobs", str(EXAMPLES / "racks.json"))
+    assert code == 0 and "machines   4 (capacity: gpu 8, cpu 64, mem 256)" in out
+    assert "root spine, depth 2" in out and "\nx " in out
+
+
+def test_schedule_naming_another_instance_is_noted(capsys, tmp_path):
+    doc = json.loads((EXAMPLES / "local.valid.json").read_text())
+    doc["instance"] = "other"
+    code, _, err = run(capsys, "validate", str(EXAMPLES / "local.json"), str(write(tmp_path, "s.json", doc)))
+    assert code == 0 and "names instance 'other'" in err
+
+
+BAD = {
+    "truncated": ('{"name": "tiny", "slot_seconds": 60, "hor', "not valid JSON"),
+    "unknown key": (dict(TINY, colour="red"), "colour: unknown key"),
+    "nan": (json.dumps(TINY).replace('"batch_seconds": 0.05', '"batch_seconds": NaN'),
+            "jobs[0].batch_seconds: must be finite, got nan"),
+    "cyclic": ({**TINY, "topology": {**TINY["topology"], "links": TINY["topology"]["links"]
+                                     + [{"a": "m0", "b": "m1", "gbps": 1}]}},
+               "topology.links: the links form a cycle: "),
+    "negative": (json.dumps(TINY).replace('"gbps": 25', '"gbps": -25', 1),
+                 "topology.links[0].gbps: must be > 0, got -25"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_instance_one_line_exit_2(capsys, tmp_path, case):
+    doc, expected = BAD[case]
+    path = write(tmp_path, "inst.json", doc)
+    for argv in (["show", str(path)], ["validate", str(path), str(EXAMPLES / "local.valid.json")]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == ""
+        assert err.startswith(f"placement: error: {path}: ") and expected in err
+        assert err.count("\n") == 1
+
+
+def test_bad_schedule_exit_2(capsys, tmp_path):
+    path = write(tmp_path, "s.json", {"slots": [{"t": 0, "allocations": [
+        {"job": "a", "machine": "m0", "workers": 2.0, "ps": 1}]}]})
+    code, _, err = run(capsys, "validate", str(EXAMPLES / "local.json"), str(path))
+    assert code == 2 and "slots[0].allocations[0].workers: must be an integer, got 2.0" in err
+
+
+def test_missing_file_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "show", str(tmp_path / "nope.json"))
+    assert code == 2 and "nope.json: no such file" in err
+
+
+def test_console_script_no_traceback(tmp_path):
+    path = write(tmp_path, "inst.json", "{")
+    proc = subprocess.run([sys.executable, "-m", "placement.cli", "show", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("placement: error:")
