@@ -50,8 +50,11 @@ def _collect(kind: str, lhs: np.ndarray, lo: np.ndarray, hi: np.ndarray, tol: fl
     return out
 
 
-def violations(problem: Problem, x: Any, tol: float = 1e-6) -> list[RowViolation]:
-    """Every violated row, bound and integrality condition of ``problem`` at ``x`` (empty list: feasible)."""
+def violations(problem: Problem, x: Any, tol: float = 1e-6, *, integrality: bool = True) -> list[RowViolation]:
+    """Every violated row, bound and integrality condition of ``problem`` at ``x`` (empty list: feasible).
+
+    ``integrality=False`` checks the LP relaxation instead (choice-group rows still apply).
+    """
     x = np.asarray(x, dtype=np.float64)
     if x.shape != (problem.n,):
         raise ValueError(f"x: expected shape ({problem.n},), got {x.shape}")
@@ -66,6 +69,8 @@ def violations(problem: Problem, x: Any, tol: float = 1e-6) -> list[RowViolation
     out += _collect("general", problem.G @ x, problem.g_lo, problem.g_hi, tol, problem.general_names)
     out += _collect("implied", R @ x, r_lo, r_hi, tol, None)
     out += _collect("bound", x, np.zeros(problem.n), problem.upper, tol, problem.var_names)
+    if not integrality:
+        return out
     rounded = np.round(x)
     frac = problem.integer & (np.abs(x - rounded) > tol)
     for j in np.flatnonzero(frac):
@@ -74,6 +79,6 @@ def violations(problem: Problem, x: Any, tol: float = 1e-6) -> list[RowViolation
     return out
 
 
-def is_feasible(problem: Problem, x: Any, tol: float = 1e-6) -> bool:
+def is_feasible(problem: Problem, x: Any, tol: float = 1e-6, *, integrality: bool = True) -> bool:
     """True when :func:`violations` finds nothing."""
-    return not violations(problem, x, tol)
+    return not violations(problem, x, tol, integrality=integrality)
