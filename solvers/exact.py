@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,7 +146,7 @@ def cpsat_worker(model: CpsatModel, time_limit: float | None, threads: int | Non
                        {"build": t1 - t0, "solve": t2 - t1})
 
 
-_PULP_STATUS = {  # PuLP sol_status codes
+_PULP_STATUS = {  # PuLP sol_status codes (-1/-2 coincide with its status codes)
     1: Status.OPTIMAL,
     2: Status.TIME_LIMIT,  # integer feasible, not proven optimal
     0: Status.TIME_LIMIT,  # no solution found
@@ -160,17 +161,21 @@ def solve_cbc(problem: Problem, *, time_limit: float | None, threads: int | None
         import pulp
     except ImportError as exc:
         return RawSolution(Status.UNAVAILABLE, None, None, "", f"pulp not importable: {exc}")
-    cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=mip_gap if mip_gap > 0 else None,
-                            threads=threads)
+    with warnings.catch_warnings():
+        # PuLP 3.3 deprecates its bundled CBC in favour of `pulp[cbc]` + COIN_CMD (removal in PuLP 4.0);
+        # the bundled binary is what we rely on until then (see docs/solvers.md).
+        warnings.filterwarnings("ignore", message="PULP_CBC_CMD is deprecated", category=DeprecationWarning)
+        cmd = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, gapRel=mip_gap if mip_gap > 0 else None,
+                                threads=threads)
     version = f"PuLP {pulp.__version__} bundled CBC"
     if not cmd.available():
         return RawSolution(Status.UNAVAILABLE, None, None, version, "PuLP's bundled CBC binary is not available")
     t0 = time.perf_counter()
     prob = pulp.LpProblem(problem.name.replace(" ", "_") or "problem",
                           pulp.LpMaximize if problem.sense == "max" else pulp.LpMinimize)
-    xs = [pulp.LpVariable(f"x{j}", lowBound=0, upBound=float(u) if math.isfinite(u) else None,
-                          cat="Integer" if integral else "Continuous")
-          for j, (u, integral) in enumerate(zip(problem.upper, problem.integer))]
+    xs = [prob.add_variable(f"x{j}", lowBound=0, upBound=float(u) if math.isfinite(u) else None,
+                            cat="Integer" if integral else "Continuous")
+          for j, (u, integral) in enumerate(zip(problem.upper.tolist(), problem.integer.tolist()))]
     prob += pulp.LpAffineExpression(list(zip(xs, problem.c.tolist())), constant=problem.offset)
     M, lo, hi = problem.all_rows()
     for i in range(M.shape[0]):
@@ -188,7 +193,9 @@ def solve_cbc(problem: Problem, *, time_limit: float | None, threads: int | None
     t1 = time.perf_counter()
     prob.solve(cmd)
     t2 = time.perf_counter()
-    status = _PULP_STATUS.get(prob.sol_status, Status.ERROR)
+    # PuLP can say "Infeasible" in status while sol_status says merely "no solution found".
+    code = prob.status if prob.status in (-1, -2) else prob.sol_status
+    status = _PULP_STATUS.get(code, Status.ERROR)
     x = None
     if prob.sol_status in (1, 2):
         x = np.array([v.varValue if v.varValue is not None else 0.0 for v in xs], dtype=np.float64)

@@ -38,6 +38,10 @@ LP_BACKENDS = ("highs", "glop", "pdlp")
 # Feasibility tolerance used to re-check each backend's x (see check.py for the scaling rule).
 CHECK_TOL = {"highs": 1e-6, "glop": 1e-6, "pdlp": 1e-4, "scip": 1e-6, "cpsat": 1e-6, "cbc": 1e-6}
 
+# PDLP's optimality tolerance (its default, 1e-6 relative to ||b||, leaves rows ~1e-4 short on
+# mid-sized models, failing the 1e-4 re-check); 1e-7 passes it at roughly 4x PDLP's default run time.
+PDLP_EPS = 1e-7
+
 # Extra wall-clock seconds granted to an isolated worker beyond the solver's own time limit.
 _WATCHDOG_SLACK = 60.0
 
@@ -429,7 +433,11 @@ def solve_lp(problem: Problem, *, backend: str = "highs", time_limit: float | No
     if backend == "highs":
         raw = solve_highs(problem, relax=True, time_limit=time_limit, threads=threads)
     elif backend in ("glop", "pdlp"):
-        params = f"num_threads: {int(threads)}" if backend == "pdlp" and threads else ""
+        params = ""
+        if backend == "pdlp":
+            eps = f"eps_optimal_absolute: {PDLP_EPS} eps_optimal_relative: {PDLP_EPS}"
+            params = f"termination_criteria {{ simple_optimality_criteria {{ {eps} }} }}"
+            params += f" num_threads: {int(threads)}" if threads else ""
         raw = run_isolated(mpmodel_worker, problem, backend, True, time_limit, params, time_limit=time_limit)
         if raw.status is Status.OPTIMAL and raw.x is not None:
             # Glop's vertex is exact; PDLP's is approximate, so only weak duality gives a proven bound.
