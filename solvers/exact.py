@@ -6,7 +6,6 @@ CBC through PuLP.  Every incumbent is re-checked by :func:`solvers.lp.finish`.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import warnings
@@ -17,8 +16,6 @@ import numpy as np
 from solvers.lp import CHECK_TOL, RawSolution, finish, mpmodel_worker, run_isolated, solve_highs
 from solvers.problem import Problem
 from solvers.result import Result, Status
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["solve_exact", "EXACT_BACKENDS", "CPSAT_MAX_SCALE_EXP", "integer_scales", "CpsatModel", "cpsat_model"]
 
@@ -79,6 +76,10 @@ def cpsat_model(problem: Problem) -> CpsatModel | str:
         names = problem.row_names()
         return (f"row {i} ({names[i]}) has coefficients that are not integral after scaling by "
                 f"10**{CPSAT_MAX_SCALE_EXP}; CP-SAT needs integer coefficients")
+    data = M.data * row_scales[rows]
+    if data.size and np.abs(data).max() > 2.0**53:
+        i = int(rows[np.argmax(np.abs(data))])
+        return f"row {i} ({problem.row_names()[i]}): scaled coefficients exceed 2**53, beyond exact int64 conversion"
     cost_scale = integer_scales(problem.c, np.zeros(problem.n, dtype=np.int64), 1)[0] if problem.n else 1.0
     if cost_scale == 0:
         return f"objective coefficients are not integral after scaling by 10**{CPSAT_MAX_SCALE_EXP}"
@@ -89,7 +90,7 @@ def cpsat_model(problem: Problem) -> CpsatModel | str:
     return CpsatModel(
         upper=np.floor(problem.upper + _INTEGRAL_TOL).astype(np.int64),
         indptr=M.indptr.astype(np.int64), indices=M.indices.astype(np.int64),
-        data=np.round(M.data * row_scales[rows]).astype(np.int64),
+        data=np.round(data).astype(np.int64),
         lo=lo_i, hi=hi_i,
         cost=np.round(problem.c * cost_scale).astype(np.int64), cost_scale=float(cost_scale),
         maximize=problem.sense == "max", row_scales=row_scales,

@@ -61,8 +61,7 @@ class RawSolution:
 
 # ---------------------------------------------------------------- verification
 
-def finish(problem: Problem, raw: RawSolution, *, solver: str, relaxed: bool, tol: float,
-           seed: int | None = None) -> Result:
+def finish(problem: Problem, raw: RawSolution, *, solver: str, relaxed: bool, tol: float) -> Result:
     """Turn a backend's raw claim into a Result, re-checking x so no backend's word is trusted.
 
     A "stopped" run (TIME_LIMIT) whose x passes the check becomes FEASIBLE; an OPTIMAL/FEASIBLE
@@ -99,7 +98,7 @@ def finish(problem: Problem, raw: RawSolution, *, solver: str, relaxed: bool, to
     return Result(status=status, x=x, objective=objective, bound=bound,
                   gap=relative_gap(objective, bound) if status.has_solution else None,
                   solver=solver, solver_version=raw.version, timings=raw.timings, message=message,
-                  seed=seed, duals=duals, details=details)
+                  duals=duals, details=details)
 
 
 def lagrangian_bound(problem: Problem, row_duals: np.ndarray) -> float | None:
@@ -184,7 +183,7 @@ def highs_instance(problem: Problem, *, relax: bool, names: bool = False) -> Any
         M.indptr.astype(np.int32), M.indices.astype(np.int32), M.data, integrality,
     )
     if status.name == "kError":
-        raise RuntimeError(f"HiGHS rejected the model of {problem.name!r}")
+        raise RuntimeError(f"HiGHS rejected the model of {problem.name!r} (passModel returned kError)")
     if names:
         _pass_names(h, [*problem.var_names] if problem.var_names else None, problem.n, "x", h.passColName)
         _pass_names(h, problem.row_names(), M.shape[0], "r", h.passRowName)
@@ -219,7 +218,10 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
     except ImportError as exc:
         return RawSolution(Status.UNAVAILABLE, None, None, "", f"highspy not importable: {exc}")
     t0 = time.perf_counter()
-    h = highs_instance(problem, relax=relax)
+    try:
+        h = highs_instance(problem, relax=relax)
+    except RuntimeError as exc:  # e.g. coefficients beyond HiGHS' 1e15 "infinite" threshold
+        return RawSolution(Status.ERROR, None, None, "HiGHS", str(exc))
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
     if mip_gap is not None and not relax:

@@ -22,7 +22,6 @@ satisfied and is almost always a modelling bug, so it raises
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from os import PathLike
@@ -30,8 +29,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["ProblemError", "Option", "ChoiceGroup", "Problem"]
 

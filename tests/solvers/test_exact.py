@@ -88,6 +88,7 @@ def test_cpsat_row_bound_rounding_is_exact():
     (dict(c=[1 / 3, 1], A=[[1, 1]], b=[1], upper=[1, 1]), r"objective coefficients are not integral"),
     (dict(c=[1, 1], A=[[1, 1]], b=[1], upper=[1, 1], integer=[True, False]), r"all-integer variables; 1 are continuous"),
     (dict(c=[1, 1], A=[[1, 1]], b=[1], upper=[1, np.inf]), r"finite upper bounds; variable 1"),
+    (dict(c=[1, 1], A=[[1e17, 1]], b=[1e17], upper=[1, 1]), r"row 0 \(pack0\): scaled coefficients exceed 2\*\*53"),
 ])
 def test_cpsat_unavailable_with_reason(kwargs, match):
     r = solve_exact(Problem(**kwargs), backend="cpsat")

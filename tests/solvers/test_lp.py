@@ -160,6 +160,11 @@ def test_thread_counts_can_change_between_solves():
     assert len(objs) == 1
 
 
+def test_rejected_model_is_an_error_status_not_a_traceback():
+    r = solve_lp(Problem(c=[1, 1], A=[[1e16, 1]], b=[1], integer=[False, False]))  # HiGHS: 1e16 is "infinite"
+    assert r.status is Status.ERROR and "kError" in r.message
+
+
 def test_unknown_backend():
     with pytest.raises(ValueError, match="unknown LP backend 'gurobi'"):
         solve_lp(hand_lp(), backend="gurobi")
