@@ -1,0 +1,274 @@
+"""What every placement model shares: domains, the task variables w/s/y, the capacity
+and hose-model link rows, the per-domain shape rows, the choice groups, and decoding a
+vector back to a :class:`~placement.plan.Plan`.
+
+The LP-bound model (``placement.formulation``) and the exact time-indexed model
+(``placement.exact_model``) add their own progress variables and objective on top.
+Everything is built as NumPy arrays (no per-variable Python objects); rows are COO
+triplets that a model assembles once it knows its total column count.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from placement.instance import TOL, Instance, Job
+from placement.plan import Placement, Plan
+from solvers.problem import ChoiceGroup, Option
+
+W, S, Y = 0, 1, 2
+
+
+@dataclass
+class Rows:
+    """COO triplets of a block of rows with bounds lo <= M x <= hi."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    cols: list[np.ndarray] = field(default_factory=list)
+    vals: list[np.ndarray] = field(default_factory=list)
+    lo: list[np.ndarray] = field(default_factory=list)
+    hi: list[np.ndarray] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, n_rows: int, entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]], lo, hi) -> None:
+        """Append ``n_rows`` rows; ``entries`` are (row within block, column, value) arrays."""
+        for r, c, v in entries:
+            self.rows.append(self.count + np.asarray(r, dtype=np.int64))
+            self.cols.append(np.asarray(c, dtype=np.int64))
+            self.vals.append(np.broadcast_to(np.asarray(v, dtype=float), np.shape(c)))
+        self.lo.append(np.broadcast_to(np.asarray(lo, dtype=float), (n_rows,)))
+        self.hi.append(np.broadcast_to(np.asarray(hi, dtype=float), (n_rows,)))
+        self.count += n_rows
+
+    def matrix(self, n: int) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
+        if not self.count:
+            return sp.csr_array((0, n)), np.zeros(0), np.zeros(0)
+        m = sp.csr_array((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+                         shape=(self.count, n))
+        return m, np.concatenate(self.lo), np.concatenate(self.hi)
+
+
+class Domains:
+    """Every machine (local), and every switch with >= 2 populated children (spread below
+    it; a switch with one populated child would only add link load to that child's)."""
+
+    def __init__(self, instance: Instance):
+        topo = instance.topology
+        self.nodes = topo.nodes
+        index = {n: i for i, n in enumerate(self.nodes)}
+        children: dict[str, set[str]] = {}
+        for m in topo.machines:
+            chain = topo.ancestors(m.id)
+            for child, parent in zip(chain, chain[1:]):
+                children.setdefault(parent, set()).add(child)
+        spread = [n for n in self.nodes[len(topo.machines):] if len(children.get(n, ())) >= 2]
+        self.node = np.array([index[m.id] for m in topo.machines] + [index[n] for n in spread], dtype=np.int64)
+        self.machines = [[topo.machine_index[m.id]] for m in topo.machines] + \
+                        [[topo.machine_index[h] for h in topo.below(n)] for n in spread]
+        self.is_local = np.arange(len(self.node)) < len(topo.machines)
+        #: for spread domains, the machines under each populated child (for exact LCA rows)
+        self.children = [[] for _ in topo.machines] + [
+            [[topo.machine_index[h] for h in topo.below(c)] for c in sorted(children[n])] for n in spread]
+
+
+def fit_count(demand: dict[str, float], capacity: dict[str, float]) -> int:
+    """How many tasks of ``demand`` fit on a machine of ``capacity`` alone."""
+    counts = [math.floor(min((capacity.get(r, 0) + TOL) / a, 1e9)) for r, a in demand.items() if a > 0]
+    return min(counts, default=10**9)
+
+
+def local_count(job: Job, capacity: dict[str, float]) -> int:
+    """Most workers of ``job`` one machine holds together with their PSs."""
+    w = min(job.max_workers, fit_count(job.worker, capacity))
+    names = set(job.worker) | set(job.ps)
+    while w > 0 and any(w * job.worker.get(r, 0) + job.min_ps(w) * job.ps.get(r, 0)
+                        > capacity.get(r, 0) + TOL for r in names):
+        w -= 1
+    return w
+
+
+class Core:
+    """The task variables of jobs ``jobs`` over slots ``start..end-1``.
+
+    Per job-slot (j, t >= a_j) and domain v of j: an indicator y and, per machine h under
+    v, workers w and PSs s. Arrays ``kind``, ``job``, ``slot``, ``dom``, ``machine``,
+    ``upper`` and ``option`` (one id per (j, t, v)) describe every variable; the model
+    appends its own variables after index ``n``."""
+
+    def __init__(self, instance: Instance, jobs: list[int], start: int, end: int):
+        self.instance, self.start, self.end = instance, start, end
+        self.domains = doms = Domains(instance)
+        topo = instance.topology
+        res = instance.resources
+        self.cap = np.array([[m.capacity.get(r, 0) for r in res] for m in topo.machines], dtype=float)
+        local_gbps = np.array([m.local_gbps for m in topo.machines])
+        parts: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "job", "slot", "dom", "machine", "upper", "speed")}
+        for j in jobs:
+            job = instance.jobs[j]
+            pairs_d, pairs_h = self._pairs(job)
+            w_fit = np.array([min(job.max_workers, fit_count(job.worker, m.capacity)) for m in topo.machines], float)
+            s_fit = np.array([min(job.min_ps(job.max_workers), fit_count(job.ps, m.capacity))
+                              for m in topo.machines], float)
+            theta = np.where(doms.is_local[pairs_d],
+                             job.batch_seconds + 2 * job.gradient_mb * 0.008 / local_gbps[pairs_h],
+                             job.batch_time(job.worker_gbps))
+            used = np.unique(pairs_d)
+            k, nd = len(pairs_d), len(used)
+            for t in range(max(job.arrival, start), end):
+                parts["kind"] += [np.full(k, W), np.full(k, S), np.full(nd, Y)]
+                parts["job"].append(np.full(2 * k + nd, j))
+                parts["slot"].append(np.full(2 * k + nd, t))
+                parts["dom"] += [pairs_d, pairs_d, used]
+                parts["machine"] += [pairs_h, pairs_h, np.full(nd, -1)]
+                parts["upper"] += [w_fit[pairs_h], s_fit[pairs_h], np.ones(nd)]
+                parts["speed"] += [instance.slot_seconds / theta, np.zeros(k + nd)]
+        cat = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in parts.items()}
+        self.kind, self.job, self.slot, self.dom, self.machine = (
+            cat[k].astype(np.int64) for k in ("kind", "job", "slot", "dom", "machine"))
+        self.upper = cat["upper"].astype(float)
+        #: batches one worker does in one slot (no restart loss), on w variables; 0 elsewhere
+        self.speed = cat["speed"].astype(float)
+        self.n = len(self.kind)
+        key = (self.job * (instance.horizon + 1) + self.slot) * len(doms.node) + self.dom
+        self.option_key, self.option = np.unique(key, return_inverse=True)
+        self.n_opt = len(self.option_key)
+        self.w_idx = np.flatnonzero(self.kind == W)
+        self.s_idx = np.flatnonzero(self.kind == S)
+        self.y_idx = np.flatnonzero(self.kind == Y)
+        self.opt_job = np.zeros(self.n_opt, dtype=np.int64)
+        self.opt_job[self.option[self.y_idx]] = self.job[self.y_idx]
+        self.opt_slot = np.zeros(self.n_opt, dtype=np.int64)
+        self.opt_slot[self.option[self.y_idx]] = self.slot[self.y_idx]
+        self.opt_dom = np.zeros(self.n_opt, dtype=np.int64)
+        self.opt_dom[self.option[self.y_idx]] = self.dom[self.y_idx]
+        self.opt_y = np.zeros(self.n_opt, dtype=np.int64)
+        self.opt_y[self.option[self.y_idx]] = self.y_idx
+
+    def _pairs(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
+        """(domain, machine) pairs worth a variable: a local domain whose machine holds
+        min_workers workers with their PSs; a spread domain's machines that hold a worker
+        or a PS, if there are two or more and together they hold min_workers workers."""
+        machines = self.instance.topology.machines
+        local_ok = [local_count(job, m.capacity) >= job.min_workers for m in machines]
+        w_fit = [min(job.max_workers, fit_count(job.worker, m.capacity)) for m in machines]
+        any_fit = [w_fit[h] >= 1 or fit_count(job.ps, m.capacity) >= 1 for h, m in enumerate(machines)]
+        d_list: list[int] = []
+        h_list: list[int] = []
+        for d, members in enumerate(self.domains.machines):
+            if self.domains.is_local[d]:
+                if local_ok[members[0]]:
+                    d_list.append(d)
+                    h_list.append(members[0])
+            else:
+                useful = [h for h in members if any_fit[h]]
+                if len(useful) >= 2 and sum(w_fit[h] for h in useful) >= job.min_workers:
+                    d_list += [d] * len(useful)
+                    h_list += useful
+        return np.array(d_list, dtype=np.int64), np.array(h_list, dtype=np.int64)
+
+    # ----- rows --------------------------------------------------------------------------
+    def packing(self) -> tuple[Rows, list[str]]:
+        """Machine capacity per (t, h, r) and link capacity per (t, e): rows A x <= b
+        (kept only where some variable enters). Returns the rows and their names."""
+        inst, topo = self.instance, self.instance.topology
+        H, R, E, T0 = len(topo.machines), len(inst.resources), len(topo.links), self.start
+        jobs = inst.jobs
+        alpha = np.array([[j.worker.get(r, 0) for r in inst.resources] for j in jobs], dtype=float)
+        beta = np.array([[j.ps.get(r, 0) for r in inst.resources] for j in jobs], dtype=float)
+        keys, cols, vals = [], [], []
+        for r in range(R):
+            for idx, demand in ((self.w_idx, alpha[:, r]), (self.s_idx, beta[:, r])):
+                sel = idx[demand[self.job[idx]] > 0]
+                keys.append(((self.slot[sel] - T0) * H + self.machine[sel]) * R + r)
+                cols.append(sel)
+                vals.append(demand[self.job[sel]])
+        n_cap = (self.end - T0) * H * R
+        if E:
+            anc, depth, up_link = topo.ancestor_table
+            node_depth = np.array([topo.depth(nd) for nd in self.domains.nodes])
+            wg = np.array([j.worker_gbps for j in jobs])
+            pg = np.array([j.ps_gbps for j in jobs])
+            task = np.concatenate([self.w_idx, self.s_idx])
+            sel = task[~self.domains.is_local[self.dom[task]]]
+            dom_depth = node_depth[self.domains.node[self.dom[sel]]]
+            own_depth = depth[self.machine[sel]]
+            bw = np.where(self.kind[sel] == W, wg[self.job[sel]], pg[self.job[sel]])
+            for k in range(1, anc.shape[1]):
+                on = (k > dom_depth) & (k <= own_depth)
+                link = up_link[anc[self.machine[sel][on], k]]
+                keys.append(n_cap + (self.slot[sel][on] - T0) * E + link)
+                cols.append(sel[on])
+                vals.append(bw[on])
+        rhs_full = np.concatenate([np.tile(self.cap.reshape(-1), self.end - T0),
+                                   np.tile([l.gbps for l in topo.links], self.end - T0)])
+        block = Rows()
+        if keys and sum(len(k) for k in keys):
+            key = np.concatenate(keys)
+            used, row = np.unique(key, return_inverse=True)
+            block.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
+            names = [self._packing_name(int(u), n_cap, H, R, E) for u in used]
+        else:
+            names = []
+        return block, names
+
+    def _packing_name(self, key: int, n_cap: int, H: int, R: int, E: int) -> str:
+        topo = self.instance.topology
+        if key < n_cap:
+            t, rest = divmod(key, H * R)
+            h, r = divmod(rest, R)
+            return f"cap[t={t + self.start},{topo.machines[h].id},{self.instance.resources[r]}]"
+        t, e = divmod(key - n_cap, E)
+        link = topo.links[e]
+        return f"link[t={t + self.start},{link.a}-{link.b}]"
+
+    def shape_rows(self, block: Rows) -> None:
+        """Per option (j, t, v): L*y <= sum_h w <= U*y, sum_h s >= kappa * sum_h w - tol,
+        sum_h s >= y: MODEL.md rule 3 for the chosen domain."""
+        jobs = self.instance.jobs
+        U = np.array([j.max_workers for j in jobs], dtype=float)
+        L = np.array([j.min_workers for j in jobs], dtype=float)
+        kappa = np.array([j.kappa for j in jobs])
+        tol = np.array([TOL / j.ps_gbps for j in jobs])
+        w, s, y, opt = self.w_idx, self.s_idx, self.y_idx, self.option
+        n = self.n_opt
+        block.add(n, [(opt[w], w, 1.0), (opt[y], y, -U[self.job[y]])], -np.inf, 0.0)
+        block.add(n, [(opt[w], w, 1.0), (opt[y], y, -L[self.job[y]])], 0.0, np.inf)
+        block.add(n, [(opt[s], s, 1.0), (opt[w], w, -kappa[self.job[w]])], -tol[self.opt_job], np.inf)
+        block.add(n, [(opt[s], s, 1.0), (opt[y], y, -1.0)], 0.0, np.inf)
+
+    def choice_groups(self) -> list[ChoiceGroup]:
+        """One group per job-slot: at most one domain, whose w/s may then be non-zero."""
+        task = np.concatenate([self.w_idx, self.s_idx])
+        order = np.argsort(self.option[task], kind="stable")
+        task = task[order]
+        bounds = np.searchsorted(self.option[task], np.arange(self.n_opt + 1))
+        jobslot = self.opt_job * (self.instance.horizon + 1) + self.opt_slot
+        groups: dict[int, list[Option]] = {}
+        for o in range(self.n_opt):
+            groups.setdefault(int(jobslot[o]), []).append(
+                Option(int(self.opt_y[o]), task[bounds[o]:bounds[o + 1]]))
+        return [ChoiceGroup(tuple(opts)) for opts in groups.values()]
+
+    # ----- decoding ----------------------------------------------------------------------
+    def plan(self, x: np.ndarray) -> Plan:
+        """Each job-slot's chosen domain (indicator > 1/2) and its rounded task counts."""
+        inst = self.instance
+        plan = Plan(inst.horizon)
+        x = np.asarray(x, dtype=float)[: self.n]
+        chosen = np.zeros(self.n_opt, dtype=bool)
+        chosen[self.option[self.y_idx]] = x[self.y_idx] > 0.5
+        counts = np.rint(x).astype(np.int64)
+        task = np.concatenate([self.w_idx, self.s_idx])
+        task = task[chosen[self.option[task]] & (counts[task] > 0)]
+        grouped: dict[int, dict[str, list[int]]] = {}
+        for i in task.tolist():
+            h = inst.topology.machines[self.machine[i]].id
+            grouped.setdefault(int(self.option[i]), {}).setdefault(h, [0, 0])[int(self.kind[i])] += int(counts[i])
+        for o, by_machine in grouped.items():
+            domain = self.domains.nodes[self.domains.node[self.opt_dom[o]]]
+            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = Placement(
+                domain, {h: (v[0], v[1]) for h, v in by_machine.items()})
+        return plan
