@@ -1,0 +1,279 @@
+"""Turn a plan (what a solver intends per slot and job) into a schedule that keeps every
+MODEL.md rule, slot by slot.
+
+A plan may break rules: too many workers, wrong or unknown domains and machines, tasks
+for jobs that have not arrived or have finished, more than the cluster holds. The
+realiser trusts only the referee's rules: it keeps a :class:`ProgressTracker`, so it never
+places a task before a job's arrival or after its completion, and it builds each slot in
+a :class:`Residual` that applies rules 1 and 4 exactly. The result is checked by
+:func:`placement.evaluate.validate` before it is returned (a violation raises
+RuntimeError: a bug, never an expected outcome).
+
+Rules, per slot t, over the jobs that have arrived and not completed:
+
+a. **Planned jobs first**, in weighted shortest-remaining-processing-time order: key
+   ``remaining batches x fastest per-batch time / max_workers / weight`` (plain SRPT when
+   weights are equal; the weight makes it Smith's rule, since the objective is weighted
+   JCT), ties by arrival and id. The planned placement is normalised: workers on unknown
+   machines or outside the planned domain are dropped, the planned total W is clamped to
+   [min_workers, max_workers] (counts are trimmed from the machines with the fewest
+   workers, added to the one with the most), an unknown domain becomes the LCA of the
+   planned machines, and PSs are recomputed as ``job.min_ps(W)``, placed beside the
+   workers (their machines first, then elsewhere in the domain). A placement with no
+   workers means "idle". If it does not fit what is left: the most workers (<= W) that
+   fit inside the planned domain (local first, then its smallest subtree), else anywhere
+   in the cluster; else the job waits.
+b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
+   the job ran last slot, its previous task set still fits and the new set would not
+   finish the job's remaining work in fewer slots (estimate: the new rate kept to the end,
+   the restart charged now), the previous task set is kept unchanged.
+c. **Trim.** A job that completes this slot keeps only the fewest workers (and their
+   PSs) that still complete it this slot, restart included if the trimmed set differs
+   from last slot's; workers go first from the machines holding the fewest, PSs from
+   machines without workers. The capacity it frees is used by later jobs of the slot.
+d. **Fill** (``fill=True``): with what is left, over all active jobs in the same order:
+   a running job is grown (the best placement of up to max_workers anywhere, its own
+   machines preferred) when that finishes it in fewer slots despite the restart; a job
+   not running resumes its previous task set if it fits (no restart), unless a new
+   placement finishes it in fewer slots; otherwise it starts with the placement that
+   finishes it soonest (then fewest workers, then fastest, local before spread).
+   Capacity freed by early completions and trims is re-used this way.
+
+Candidate placements come from :class:`placement.packing.Residual`: local (a machine
+with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
+the workers with their links respected, PSs beside the workers.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from placement.evaluate import validate
+from placement.instance import Instance, Job
+from placement.packing import Residual
+from placement.plan import Placement, Plan
+from placement.progress import ProgressTracker, batch_time, canonical
+from placement.schedule import Allocation, Schedule
+
+__all__ = ["realise"]
+
+logger = logging.getLogger(__name__)
+
+TaskDict = dict[str, tuple[int, int]]
+
+
+def realise(instance: Instance, plan: Plan, *, fill: bool = True) -> Schedule:
+    """A valid schedule that follows ``plan`` as far as the rules allow (module docstring)."""
+    tracker = ProgressTracker(instance)
+    residual = Residual(instance)
+    by_slot: dict[int, list[Allocation]] = {}
+    for t in range(instance.horizon):
+        if len(tracker.completed) == len(instance.jobs):
+            break
+        intended = plan.slots[t] if t < len(plan.slots) else {}
+        residual.clear()
+        placed = _SlotBuilder(instance, tracker, residual, t).build(intended, fill)
+        tracker.advance(t, placed)
+        by_slot[t] = [Allocation(j, h, w, s) for j in sorted(placed)
+                      for h, (w, s) in sorted(placed[j].items())]
+    schedule = Schedule.from_allocations(by_slot, instance=instance.name)
+    violations = validate(instance, schedule)
+    if violations:
+        raise RuntimeError(f"realise built an invalid schedule ({len(violations)} violations); "
+                           f"first: {violations[0]}")
+    return schedule
+
+
+def workers_of(tasks: Mapping[str, tuple[int, int]]) -> int:
+    return sum(w for w, _ in tasks.values())
+
+
+def shrink(job: Job, tasks: Mapping[str, tuple[int, int]], workers: int) -> TaskDict:
+    """``tasks`` cut down to ``workers`` workers and ``job.min_ps(workers)`` PSs: workers go
+    from the machines holding the fewest, PSs first from machines left without workers."""
+    w = {h: tw for h, (tw, _) in tasks.items()}
+    s = {h: ts for h, (_, ts) in tasks.items()}
+    drop = sum(w.values()) - workers
+    for h in sorted(w, key=lambda h: (w[h], h)):
+        if drop <= 0:
+            break
+        d = min(drop, w[h])
+        w[h] -= d
+        drop -= d
+    extra = sum(s.values()) - job.min_ps(workers)
+    for h in sorted(s, key=lambda h: (w[h] > 0, s[h], h)):
+        if extra <= 0:
+            break
+        d = min(extra, s[h])
+        s[h] -= d
+        extra -= d
+    return {h: (w[h], s[h]) for h in tasks if w[h] or s[h]}
+
+
+def _count(x: Any) -> int:
+    """A planned count as a non-negative int (garbage such as NaN or -3 counts as 0)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return 0
+    return int(v) if math.isfinite(v) and v > 0 else 0
+
+
+def _resize(counts: dict[str, int], workers: int) -> dict[str, int]:
+    """Planned workers per machine brought to ``workers`` in total: trimmed from the
+    machines with the fewest, added to the one with the most."""
+    out = dict(counts)
+    drop = sum(out.values()) - workers
+    for h in sorted(out, key=lambda h: (out[h], h)):
+        if drop <= 0:
+            break
+        d = min(drop, out[h])
+        out[h] -= d
+        drop -= d
+    if drop < 0:
+        top = max(out, key=lambda h: (out[h], h))
+        out[top] -= drop
+    return {h: w for h, w in out.items() if w}
+
+
+class _SlotBuilder:
+    """The decisions of one slot (rules a-d of the module docstring)."""
+
+    def __init__(self, instance: Instance, tracker: ProgressTracker, residual: Residual, t: int):
+        self.inst, self.tracker, self.residual, self.t = instance, tracker, residual, t
+        self.placed: dict[str, TaskDict] = {}
+
+    def build(self, intended: Mapping[str, Placement], fill: bool) -> dict[str, TaskDict]:
+        active = [j for j in self.inst.jobs if j.arrival <= self.t and not self.tracker.is_done(j)]
+        active.sort(key=self._priority)
+        for job_id in intended:
+            if job_id not in self.inst.job_index:
+                logger.debug("slot %d: plan names unknown job %r; ignored", self.t, job_id)
+        for job in active:
+            if job.id in intended:
+                tasks = self._from_plan(job, intended[job.id])
+                if tasks:
+                    self._commit(job, tasks)
+        if fill:
+            for job in active:
+                self._fill(job)
+        return self.placed
+
+    # ----- estimates -----------------------------------------------------------------------
+    def _priority(self, job: Job) -> tuple[float, int, str]:
+        fastest = job.batch_time(max(self.inst.best_local_gbps, job.worker_gbps))
+        return (self.tracker.remaining(job) * fastest / job.max_workers / job.weight,
+                job.arrival, job.id)
+
+    def _completes(self, job: Job, tasks: Mapping[str, tuple[int, int]]) -> bool:
+        """Would ``tasks`` complete the job in this slot (the tracker's own test)?"""
+        done = self.tracker.done.get(job.id, 0.0) + self.tracker.would_do(job, tasks)
+        return done >= job.work_batches * (1 - 1e-9)
+
+    def _slots_to_finish(self, job: Job, tasks: Mapping[str, tuple[int, int]]) -> float:
+        """Slots until completion if ``tasks`` ran from now on (restart charged now)."""
+        w = workers_of(tasks)
+        if w == 0:
+            return math.inf
+        left = (job.work_batches * (1 - 1e-9) - self.tracker.done.get(job.id, 0.0)
+                - self.tracker.would_do(job, tasks))
+        if left <= 0:
+            return 1
+        per_slot = w * self.inst.slot_seconds / batch_time(self.inst, job, tasks)
+        return 1 + math.ceil(left / per_slot)
+
+    def _gains(self, job: Job, current: Mapping[str, tuple[int, int]],
+               new: Mapping[str, tuple[int, int]]) -> bool:
+        return self._slots_to_finish(job, new) < self._slots_to_finish(job, current)
+
+    def _best(self, job: Job, cap: int, within: str | None, prefer: Iterable[str]) -> TaskDict | None:
+        """The candidate that finishes soonest, then with fewest workers, then fastest,
+        local before spread."""
+        prefer = list(prefer)
+        local = self.residual.best_local(job, cap, within=within, prefer=prefer[0] if prefer else None)
+        spread = self.residual.best_spread(job, cap, within=within, prefer=prefer)
+        cands = [(c, k) for k, c in enumerate((local, spread)) if c]
+        if not cands:
+            return None
+
+        def key(item: tuple[TaskDict, int]) -> tuple[float, int, float, int]:
+            tasks, kind = item
+            rate = workers_of(tasks) / batch_time(self.inst, job, tasks)
+            return (self._slots_to_finish(job, tasks), workers_of(tasks), -rate, kind)
+        return min(cands, key=key)[0]
+
+    # ----- rule a: the plan ------------------------------------------------------------------
+    def _from_plan(self, job: Job, placement: Placement) -> TaskDict | None:
+        tasks = self._planned_tasks(job, placement)
+        prev = self.tracker.last.get(job.id)
+        if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
+            if tasks is None or not self._gains(job, prev, tasks):
+                return dict(prev)  # rule b: no gain worth a restart
+        return tasks
+
+    def _planned_tasks(self, job: Job, placement: Placement) -> TaskDict | None:
+        index = self.inst.topology.machine_index
+        raw = getattr(placement, "tasks", None)
+        counts: dict[str, int] = {}
+        if isinstance(raw, Mapping):
+            for h, pair in raw.items():
+                if h in index and isinstance(pair, (tuple, list)) and len(pair) == 2:
+                    if (w := _count(pair[0])) > 0:
+                        counts[h] = w
+        planned = sum(counts.values())
+        if planned == 0:
+            return None  # the plan keeps this job idle
+        workers = min(max(planned, job.min_workers), job.max_workers)
+        domain = getattr(placement, "domain", None)
+        if not self.residual.is_node(domain):
+            domain = self.inst.topology.lca(counts)
+        inside = set(self.residual.machines_below(domain))
+        layout = _resize({h: w for h, w in counts.items() if h in inside}, workers) \
+            if any(h in inside for h in counts) else {}
+        tasks = self.residual.beside(job, layout, within=domain) if layout else None
+        if tasks is None:
+            tasks = self._best(job, workers, domain, layout)
+        if tasks is None:
+            tasks = self._best(job, workers, None, layout)
+        return tasks
+
+    # ----- rule c: trim; placing ---------------------------------------------------------
+    def _trim(self, job: Job, tasks: TaskDict) -> TaskDict:
+        w = workers_of(tasks)
+        if w <= job.min_workers or not self._completes(job, tasks):
+            return tasks
+        lo, hi = job.min_workers, w
+        while lo < hi:  # fewest workers that still complete this slot
+            mid = (lo + hi) // 2
+            if self._completes(job, shrink(job, tasks, mid)):
+                hi = mid
+            else:
+                lo = mid + 1
+        return shrink(job, tasks, hi) if hi < w else tasks
+
+    def _commit(self, job: Job, tasks: TaskDict) -> None:
+        tasks = self._trim(job, tasks)
+        self.residual.place(job, tasks)
+        self.placed[job.id] = tasks
+
+    # ----- rule d: fill ------------------------------------------------------------------
+    def _fill(self, job: Job) -> None:
+        current = self.placed.get(job.id)
+        if current is None:
+            prev = self.tracker.last.get(job.id)
+            keep = dict(prev) if prev and self.residual.fits(job, prev) else None
+            new = self._best(job, job.max_workers, None, prev or ())
+            choice = keep if keep and (new is None or not self._gains(job, keep, new)) else new
+            if choice:
+                self._commit(job, choice)
+        elif workers_of(current) < job.max_workers:
+            self.residual.remove(job.id)
+            del self.placed[job.id]
+            grown = self._best(job, job.max_workers, None, current)
+            if grown and self._gains(job, current, grown):
+                self._commit(job, grown)
+            else:
+                self.residual.place(job, current)
+                self.placed[job.id] = current
