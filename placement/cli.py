@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from placement import __version__
 from placement.evaluate import evaluate
@@ -82,6 +83,61 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_solve(args: argparse.Namespace) -> int:
+    from placement.solve import SolveError, solve
+
+    instance = _load(Instance, args.instance)
+    try:
+        solution = solve(instance, solver=args.solver, seed=args.seed, time_limit=args.time_limit,
+                         trials=args.trials)
+    except SolveError as exc:
+        raise BadInput(str(exc)) from None
+    cert = solution.certificate
+    if solution.schedule is None:
+        print(cert.summary())
+        return EXIT_OK if cert.status == "bound" else EXIT_INVALID
+    schedule = solution.schedule
+    if args.out:
+        schedule.save(args.out)
+    if args.csv:
+        target = Path(args.out).with_suffix(".csv") if args.out else None
+        text = schedule.to_csv(target)
+        if target is None:
+            print(text, end="")
+    if args.plot:
+        from placement.plot import PlotUnavailable, plot_schedule
+        try:
+            plot_schedule(instance, schedule, args.plot)
+        except PlotUnavailable as exc:
+            raise BadInput(str(exc)) from None
+    if not (args.csv and not args.out):
+        print(schedule.table([j.id for j in instance.jobs], instance.horizon))
+        print()
+        print(solution.report.summary())
+        print(cert.summary())
+        for path in (args.out, Path(args.out).with_suffix(".csv") if args.out and args.csv else None, args.plot):
+            if path:
+                print(f"wrote {path}")
+    return EXIT_OK
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from placement.generate import generate
+
+    try:
+        instance = generate(jobs=args.jobs, cluster=args.cluster, horizon=args.horizon,
+                            slot_seconds=args.slot_seconds, seed=args.seed, load=args.load, name=args.name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if args.out:
+        instance.save(args.out)
+        print(f"wrote {args.out}: {len(instance.jobs)} jobs, {len(instance.topology.machines)} machines, "
+              f"horizon {instance.horizon}")
+    else:
+        print(json.dumps(instance.to_dict(), indent=1))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="placement", description=(
         "Place the workers and parameter servers of distributed ML training jobs, slot by slot."))
@@ -100,6 +156,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instance", help="instance JSON file")
     p.add_argument("--jobs", action="store_true", help="also list every job")
     p.set_defaults(run=cmd_show)
+
+    p = sub.add_parser("solve", help="place the jobs: LP relaxation, rounding, repair (or another solver)")
+    p.add_argument("instance", help="instance JSON file")
+    p.add_argument("--solver", default="rounding", choices=["rounding", "greedy", "exact", "lp-bound"],
+                   help="rounding (default), greedy baseline, exact ILP, or only the LP lower bound")
+    p.add_argument("--seed", type=int, default=0, help="seed of the rounding trials (default 0)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="cap on the solve (exact: default 60 s)")
+    p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
+    p.add_argument("--out", metavar="FILE", help="write the schedule JSON here")
+    p.add_argument("--csv", action="store_true",
+                   help="also write t,job,machine,workers,ps CSV (beside --out, else to stdout)")
+    p.add_argument("--plot", metavar="PNG", help="draw per-machine allocations and utilisation")
+    p.set_defaults(run=cmd_solve)
+
+    p = sub.add_parser("generate", help="write a random instance built from measured model profiles")
+    p.add_argument("--jobs", type=int, required=True, help="number of jobs")
+    p.add_argument("--cluster", default="racks:2x4", help="star:N, racks:RxM or pai:N (default racks:2x4)")
+    p.add_argument("--horizon", type=int, default=None, help="slots (default: long enough to finish)")
+    p.add_argument("--slot-seconds", type=float, default=300, help="slot length (default 300)")
+    p.add_argument("--load", type=float, default=1.0, help="arrival intensity (default 1.0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default=None)
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    p.set_defaults(run=cmd_generate)
     return parser
 
 

@@ -7,7 +7,7 @@ of the shared task variables of :mod:`placement.model_core` it adds, per job j:
 - p[j,t] in [0, r_j] for each slot t >= a_j: the fraction of j's work credited to slot t,
   with the progress row  p[j,t] <= sum_{v,h} w[j,t,v,h] * speed / B_j;
 - q[j] in [0, 1]: the fraction left after the window;
-- the covering row  sum_t p[j,t] + q[j] >= 1;
+- the covering row  sum_t p[j,t] + q[j] >= 1 - 1e-9 (MODEL.md's completion tolerance);
 - objective  sum_j w_j (Delta * sum_t (t+1) p[j,t] + K_j q[j]) + sum_j w_j Delta (D_j - a_j).
 """
 from __future__ import annotations
@@ -22,6 +22,9 @@ from placement.instance import Instance, Job
 from placement.model_core import Core, Rows, fit_count, local_count
 from placement.plan import Plan
 from solvers.problem import Problem
+
+#: The work a job must credit: MODEL.md completes a job at B_j (1 - 1e-9).
+WORK = 1 - 1e-9
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,8 @@ def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBo
     if len(machines) > 1 and room >= job.min_workers:
         best = max(best, room / job.batch_time(job.worker_gbps))
     rate_cap = best * dt / remaining
-    full = math.floor(1 / rate_cap + 1e-12) if rate_cap > 0 else 0
-    packing = rate_cap * full * (full - 1) / 2 + (1 - full * rate_cap) * full
+    full = math.floor(WORK / rate_cap) if rate_cap > 0 else 0
+    packing = rate_cap * full * (full - 1) / 2 + (WORK - full * rate_cap) * full
     charge = remaining * job.batch_time(instance.best_local_gbps) / job.max_workers
     return JobBound(rate_cap, packing, end * dt + charge - full * dt)
 
@@ -121,7 +124,7 @@ def formulate(instance: Instance, *, start: int = 0, end: int | None = None,
     general.add(n_p, [(np.arange(n_p), p_idx, 1.0), (w_row, w, -core.speed[w] / left_of_w)], -np.inf, 0.0)
     G, g_lo, g_hi = general.matrix(n)
 
-    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=np.ones(n_q), G=G, g_lo=g_lo, g_hi=g_hi,
+    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=np.full(n_q, WORK), G=G, g_lo=g_lo, g_hi=g_hi,
                       upper=upper, integer=integer, groups=core.choice_groups(), offset=offset,
                       name=f"placement:{instance.name}", pack_names=pack_names)
     return problem, Decoder(core, jobs, bounds)
