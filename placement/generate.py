@@ -1,0 +1,394 @@
+"""Seeded random instances built from measured training-job profiles.
+
+This docstring is the documented derivation of every generated instance: each rule and
+constant below is the one the code uses (the constants are module attributes).
+
+Cluster (:func:`parse_cluster`)
+    ``star:N[@LINK]``, ``racks:RxM[@MACHINE/RACK]`` or ``pai:N`` (the builders of
+    :mod:`placement.clusters`; link speeds in Gbps, defaults 100 for a star and 25/100
+    for racks). Star and racks accept trailing options ``,gpu=G``, ``,cpu=C``,
+    ``,mem=M`` (per-machine capacity; defaults 8 GPUs, 64 cores, 512 GB) and
+    ``,local=L`` (``local_gbps``, default 400), e.g. ``racks:2x4@25/100,gpu=4``.
+    PAI machines are real, so ``pai:N`` takes no options.
+
+Jobs (one :class:`numpy.random.Generator` seeded with ``seed`` draws everything)
+    - Model: uniform over the rows of ``placement/data/dl2_models.csv`` (DL2, Peng et al.;
+      see ``placement/data/README.md``) whose worker and one PS fit together on some
+      machine of the cluster (GPU models are left out of a CPU-only cluster).
+    - ``batch_seconds`` = the profile's; ``gradient_mb`` = the model's size in MB.
+    - Worker demand: ``gpu`` = worker_gpu_slots / 4 (the profile counts quarter GPUs:
+      1 GPU, or 0 for the CPU-only models), ``cpu`` = worker_cpu,
+      ``mem`` = 4 + ceil(3 x model GB) GB (:data:`WORKER_MEM_BASE_GB`,
+      :data:`MEM_MODEL_COPIES`: model, gradients and optimizer state, plus 4 GB of input
+      pipeline). PS demand: ``cpu`` = ps_cpu, ``mem`` = 2 + ceil(3 x model GB) GB.
+    - ``worker_gbps`` = inter-node MB/s x 8 / 1000, at least :data:`MIN_WORKER_GBPS`
+      (0.1; it lifts only wlm, 0.083); ``ps_gbps`` = m x ``worker_gbps`` with m uniform
+      in :data:`PS_GBPS_MULTIPLES` (1, 2, 4), so kappa = worker_gbps / ps_gbps is
+      1, 1/2 or 1/4 PS per worker.
+    - ``max_workers`` U: drawn from :data:`WORKER_SIZES` (1, 2, 4, 8, 16) with
+      :data:`WORKER_SIZE_PROBS` (0.2, 0.25, 0.25, 0.2, 0.1; skewed to small jobs, as in
+      production traces), restricted to sizes <= the ``max_workers`` argument
+      (probabilities renormalised), then capped at what the cluster holds: the sum over
+      machines of L_h, the most workers that fit on machine h together with their
+      ceil(kappa W) PSs (so a capacity-feasible placement always exists).
+    - ``min_workers``: 1; with probability :data:`MIN_WORKERS_PROB` (0.2) and U >= 2 it
+      is ceil(U / 2), capped at max_h L_h so that one machine can always run the job.
+    - ``work_batches`` B = ceil(d x slot_seconds x U / theta_L): the job runs for d slots
+      at U workers when local, theta_L being its mini-batch time at the largest
+      ``local_gbps`` among the machines that fit it. d is log-uniform on
+      [1, ``max_run_slots``] (default 8).
+    - ``restart_seconds``: an integer uniform on :data:`RESTART_SECONDS` (10..60 s);
+      ``weight`` 1.
+
+Arrivals
+    Each job's offered work is its dominant share (the largest fraction of the cluster's
+    total capacity of any resource that U workers and ceil(kappa U) PSs take) times d
+    slots. Jobs arrive as a Poisson process conditioned on ``jobs`` arrivals within a
+    window of A = (total offered work) / ``load`` slots: sorted uniform times on [0, A),
+    floored to slots; job ids ``j0, j1, ...`` follow arrival order. ``load`` 1.0 offers
+    about as much work as the cluster can do during the window (its GPUs roughly busy).
+    An explicit ``horizon`` caps the window at ``arrival_span`` x horizon (arrivals then
+    come faster than ``load`` asks).
+
+Horizon (when not given)
+    max(ceil(A / ``arrival_span``), c + 1), where c is the slot in which the last job
+    completes in :func:`first_fit_schedule`: a plain first-come-first-served schedule
+    that starts each arrived job (backfilling past jobs that do not fit) on the first
+    machine where the most workers fit locally, with ceil(kappa W) PSs beside them, and
+    keeps that placement until the job completes. It is a valid schedule, so a horizon
+    of c + 1 slots is provably long enough to finish every job (MODEL.md section 4).
+
+The same arguments give the identical instance.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources as package_files
+
+import numpy as np
+
+from placement import clusters
+from placement.instance import MB_TO_GB, TOL, Instance, Job
+from placement.schedule import Allocation, Schedule
+from placement.topology import Topology
+
+__all__ = ["Profile", "default_name", "first_fit_schedule", "generate", "load_profiles",
+           "parse_cluster"]
+
+PROFILE_FILE = "dl2_models.csv"
+GPU_SLOTS_PER_GPU = 4
+WORKER_MEM_BASE_GB = 4
+PS_MEM_BASE_GB = 2
+MEM_MODEL_COPIES = 3
+MIN_WORKER_GBPS = 0.1
+PS_GBPS_MULTIPLES = (1, 2, 4)
+WORKER_SIZES = (1, 2, 4, 8, 16)
+WORKER_SIZE_PROBS = (0.2, 0.25, 0.25, 0.2, 0.1)
+MIN_WORKERS_PROB = 0.2
+RESTART_SECONDS = (10, 60)
+
+_KINDS = "star:N[@LINK], racks:RxM[@MACHINE/RACK] or pai:N"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One measured model of the DL2 testbed (a row of ``dl2_models.csv``)."""
+
+    model: str
+    batch_seconds: float
+    model_mb: float
+    inter_node_mb_per_s: float
+    intra_node_mb_per_s: float
+    worker_cpu: float
+    worker_gpu_slots: int
+    ps_cpu: float
+
+
+def load_profiles() -> tuple[Profile, ...]:
+    """The packaged profile table (read from the installed package, never from a path
+    relative to the working directory, so generation works from anywhere)."""
+    text = package_files.files("placement.data").joinpath(PROFILE_FILE).read_text()
+    rows = list(csv.DictReader(text.splitlines()))
+    return tuple(Profile(r["model"], float(r["batch_seconds"]), float(r["model_mb"]),
+                         float(r["inter_node_mb_per_s"]), float(r["intra_node_mb_per_s"]),
+                         float(r["worker_cpu"]), int(r["worker_gpu_slots"]), float(r["ps_cpu"]))
+                 for r in rows)
+
+
+# ----- cluster specs ----------------------------------------------------------------------
+def parse_cluster(spec: str) -> Topology:
+    """Build the cluster named by ``spec`` (grammar in the module docstring), so a command
+    line can say ``racks:2x4@25/100,gpu=4`` instead of writing a topology file."""
+    if not isinstance(spec, str):
+        raise ValueError(f"cluster spec must be a string like 'racks:2x4', got {spec!r}")
+    head, *options = spec.strip().split(",")
+    kind, colon, size = head.partition(":")
+    size, at, speeds = size.partition("@")
+    if not colon or kind not in ("star", "racks", "pai"):
+        raise ValueError(f"cluster {spec!r}: unknown kind {kind!r}; expected {_KINDS}")
+    if kind == "pai":
+        if at or options:
+            raise ValueError(f"cluster {spec!r}: pai:N takes no link speeds or options "
+                             "(its machines and network rules are fixed)")
+        n = _count(spec, size, "the number of machines")
+        try:
+            return clusters.pai(n)
+        except ValueError as exc:
+            raise ValueError(f"cluster {spec!r}: {exc}") from None
+    kwargs = _options(spec, options)
+    if kind == "star":
+        n = _count(spec, size, "the number of machines")
+        if at:
+            kwargs["link_gbps"] = _gbps(spec, speeds)
+        return clusters.star(n, **kwargs)
+    r, x, m = size.partition("x")
+    if not x:
+        raise ValueError(f"cluster {spec!r}: expected racks:RxM (R racks of M machines)")
+    n_racks, per_rack = _count(spec, r, "the number of racks"), _count(spec, m, "machines per rack")
+    if at:
+        machine, slash, rack = speeds.partition("/")
+        if not slash:
+            raise ValueError(f"cluster {spec!r}: link speeds are @MACHINE/RACK in Gbps, "
+                             f"e.g. racks:2x4@25/100")
+        kwargs["machine_gbps"], kwargs["rack_gbps"] = _gbps(spec, machine), _gbps(spec, rack)
+    return clusters.racks(n_racks, per_rack, **kwargs)
+
+
+def _count(spec: str, text: str, what: str) -> int:
+    if not re.fullmatch(r"\d+", text) or int(text) < 1:
+        raise ValueError(f"cluster {spec!r}: {what} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def _number(spec: str, text: str, what: str, *, zero_ok: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        bound = ">= 0" if zero_ok else "> 0"
+        raise ValueError(f"cluster {spec!r}: {what} must be a number {bound}, got {text!r}")
+    return _tidy(value)
+
+
+def _gbps(spec: str, text: str) -> float:
+    return _number(spec, text, "a link speed (Gbps)")
+
+
+def _options(spec: str, options: list[str]) -> dict:
+    capacity = dict(clusters.DEFAULT_CAPACITY)
+    kwargs: dict = {}
+    seen: set[str] = set()
+    for opt in options:
+        key, eq, value = opt.partition("=")
+        if not eq or key not in ("gpu", "cpu", "mem", "local"):
+            raise ValueError(f"cluster {spec!r}: unknown option {opt!r}; expected gpu=G, "
+                             "cpu=C, mem=M or local=L")
+        if key in seen:
+            raise ValueError(f"cluster {spec!r}: option {key!r} is given twice")
+        seen.add(key)
+        if key == "local":
+            kwargs["local_gbps"] = _number(spec, value, "local=")
+        else:
+            capacity[key] = _number(spec, value, f"{key}=", zero_ok=key == "gpu")
+    kwargs["capacity"] = capacity
+    return kwargs
+
+
+# ----- the generator ----------------------------------------------------------------------
+def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = None,
+             slot_seconds: float = 300, seed: int = 0, load: float = 1.0,
+             arrival_span: float = 0.5, max_workers: int = 16, max_run_slots: float = 8,
+             name: str | None = None) -> Instance:
+    """A random instance drawn by the rules of the module docstring.
+
+    Keyword-only and validated (``ValueError`` names the argument), so a command line is
+    a thin wrapper; the same arguments always give the identical instance."""
+    _check_args(jobs=jobs, cluster=cluster, horizon=horizon, slot_seconds=slot_seconds,
+                seed=seed, load=load, arrival_span=arrival_span, max_workers=max_workers,
+                max_run_slots=max_run_slots, name=name)
+    topology = parse_cluster(cluster)
+    resources = clusters.RESOURCES
+    cap = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
+                   dtype=float)
+    total = cap.sum(axis=0)
+    local = np.array([m.local_gbps for m in topology.machines], dtype=float)
+    profiles = [p for p in load_profiles() if _local_max(p, 1, 1.0, cap).max() >= 1]
+    if not profiles:
+        raise ValueError(f"cluster {cluster!r}: no model's worker fits on a machine beside "
+                         "one PS (machines too small)")
+
+    rng = np.random.default_rng(seed)
+    sizes = [s for s in WORKER_SIZES if s <= max_workers]
+    probs = np.array(WORKER_SIZE_PROBS[:len(sizes)]) / sum(WORKER_SIZE_PROBS[:len(sizes)])
+    model_ix = rng.integers(len(profiles), size=jobs)
+    size_draw = rng.choice(sizes, size=jobs, p=probs)
+    run_slots = np.exp(rng.uniform(0.0, math.log(max_run_slots), size=jobs))
+    multiple = rng.choice(PS_GBPS_MULTIPLES, size=jobs)
+    min_coin = rng.random(size=jobs)
+    restart = rng.integers(RESTART_SECONDS[0], RESTART_SECONDS[1] + 1, size=jobs)
+
+    drafts, offered = [], 0.0
+    for k in range(jobs):
+        p = profiles[model_ix[k]]
+        mult = int(multiple[k])
+        fit = _local_max(p, int(size_draw[k]), 1.0 / mult, cap)
+        U = int(min(size_draw[k], fit.sum()))
+        m = math.ceil(U / 2) if U >= 2 and min_coin[k] < MIN_WORKERS_PROB else 1
+        m = min(m, int(fit.max()))
+        worker, ps = _demands(p)
+        theta = _batch_time(p, float(local[fit >= 1].max()))
+        ps_count = math.ceil(U / mult)
+        need = U * _vec(worker, resources) + ps_count * _vec(ps, resources)
+        share = max(need[r] / total[r] for r in range(len(resources)) if total[r] > 0)
+        offered += share * run_slots[k]
+        wg = _worker_gbps(p)
+        drafts.append(dict(work_batches=math.ceil(run_slots[k] * slot_seconds * U / theta),
+                           batch_seconds=p.batch_seconds, gradient_mb=p.model_mb,
+                           worker=worker, ps=ps, min_workers=m, max_workers=U,
+                           worker_gbps=wg, ps_gbps=mult * wg, weight=1,
+                           restart_seconds=int(restart[k])))
+
+    window = offered / load
+    if horizon is not None:
+        window = min(window, arrival_span * horizon)
+    arrivals = np.floor(np.sort(rng.uniform(0.0, window, size=jobs))).astype(int)
+    job_list = tuple(Job(id=f"j{k}", arrival=int(a), **d)
+                     for k, (a, d) in enumerate(zip(arrivals, drafts)))
+    if horizon is None:
+        _, completion = _first_fit(job_list, topology, resources, slot_seconds, limit=None)
+        horizon = max(math.ceil(window / arrival_span), max(completion) + 1, 1)
+    return Instance(slot_seconds=slot_seconds, horizon=horizon, resources=resources,
+                    topology=topology, jobs=job_list,
+                    name=name if name is not None else default_name(cluster, jobs, seed))
+
+
+def default_name(cluster: str, jobs: int, seed: int) -> str:
+    """A file-friendly name such as ``racks2x4-25-100-gpu4_j20_s3``."""
+    tag = re.sub(r"[^A-Za-z0-9.]+", "-", re.sub("[:=]", "", cluster)).strip("-")
+    return f"{tag}_j{jobs}_s{seed}"
+
+
+def _check_args(**a) -> None:
+    def integer(key: str, minimum: int) -> None:
+        v = a[key]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+            raise ValueError(f"{key} must be an integer >= {minimum}, got {v!r}")
+
+    def real(key: str, low: float, high: float = math.inf, low_open: bool = True) -> None:
+        v = a[key]
+        ok = (not isinstance(v, bool) and isinstance(v, (int, float, np.number))
+              and math.isfinite(v) and (v > low if low_open else v >= low) and v <= high)
+        if not ok:
+            lo = f"> {low}" if low_open else f">= {low}"
+            hi = f" and <= {high}" if high < math.inf else ""
+            raise ValueError(f"{key} must be a finite number {lo}{hi}, got {v!r}")
+
+    integer("jobs", 1)
+    integer("seed", 0)
+    integer("max_workers", 1)
+    if a["horizon"] is not None:
+        integer("horizon", 1)
+    real("slot_seconds", 0)
+    real("load", 0)
+    real("arrival_span", 0, 1)
+    real("max_run_slots", 1, low_open=False)
+    if a["name"] is not None and (not isinstance(a["name"], str) or not a["name"]):
+        raise ValueError(f"name must be a non-empty string, got {a['name']!r}")
+
+
+def _demands(p: Profile) -> tuple[dict[str, float], dict[str, float]]:
+    """Worker and PS demand vectors of a profile (rules in the module docstring)."""
+    copies = math.ceil(MEM_MODEL_COPIES * p.model_mb / 1000)
+    worker = {"gpu": _tidy(p.worker_gpu_slots / GPU_SLOTS_PER_GPU), "cpu": _tidy(p.worker_cpu),
+              "mem": WORKER_MEM_BASE_GB + copies}
+    return worker, {"cpu": _tidy(p.ps_cpu), "mem": PS_MEM_BASE_GB + copies}
+
+
+def _tidy(x: float) -> float:
+    """Whole numbers as ints, so the JSON reads ``2`` rather than ``2.0``."""
+    return int(x) if float(x).is_integer() else x
+
+
+def _worker_gbps(p: Profile) -> float:
+    return round(max(MIN_WORKER_GBPS, p.inter_node_mb_per_s * 8 / 1000), 6)
+
+
+def _batch_time(p: Profile, gbps: float) -> float:
+    return p.batch_seconds + 2 * p.model_mb * MB_TO_GB / gbps
+
+
+def _vec(demand: dict[str, float], resources: tuple[str, ...]) -> np.ndarray:
+    return np.array([demand.get(r, 0) for r in resources], dtype=float)
+
+
+def _local_max(p: Profile, upto: int, kappa: float, cap: np.ndarray) -> np.ndarray:
+    """Per machine, the most workers (<= ``upto``) of profile ``p`` that fit on it with
+    their ceil(kappa W) PSs (kappa = 1/m is exact for the multiples used)."""
+    worker, ps = _demands(p)
+    a, b = _vec(worker, clusters.RESOURCES), _vec(ps, clusters.RESOURCES)
+    best = np.zeros(len(cap), dtype=int)
+    for w in range(1, upto + 1):
+        fits = np.all(w * a + math.ceil(kappa * w) * b <= cap + TOL, axis=1)
+        best = np.where(fits, w, best)
+    return best
+
+
+# ----- the horizon witness ----------------------------------------------------------------
+def first_fit_schedule(instance: Instance) -> Schedule:
+    """The simple schedule the default horizon is derived from (module docstring); a
+    valid schedule, so validating it proves the horizon long enough when every job
+    completes in it. Slots beyond the horizon are cut off."""
+    by_slot, _ = _first_fit(instance.jobs, instance.topology, instance.resources,
+                            instance.slot_seconds, limit=instance.horizon)
+    return Schedule.from_allocations(by_slot, instance.name, solver="first-fit")
+
+
+def _first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, ...],
+               slot_seconds: float, limit: int | None
+               ) -> tuple[dict[int, list[Allocation]], list[int]]:
+    """Allocations by slot and each job's completion slot (-1 if not within ``limit``).
+
+    Terminates without a limit when every job's min_workers fit on some empty machine
+    (as :func:`generate` ensures): once the cluster drains, the first waiting job starts."""
+    free = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
+                    dtype=float)
+    order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival, k))
+    placed: dict[int, tuple[int, int, int, np.ndarray, float, int]] = {}
+    done = [0.0] * len(jobs)
+    completion = [-1] * len(jobs)
+    waiting = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival, k))
+    by_slot: dict[int, list[Allocation]] = {}
+    t = 0
+    while (waiting or placed) and (limit is None or t < limit):
+        for k in [k for k in waiting if jobs[k].arrival <= t]:
+            job = jobs[k]
+            a, b = _vec(job.worker, resources), _vec(job.ps, resources)
+            if not np.all(free >= job.min_workers * a + job.min_ps(job.min_workers) * b - TOL,
+                          axis=1).any():
+                continue  # not even min_workers fit anywhere now: wait
+            for w in range(job.max_workers, job.min_workers - 1, -1):
+                need = w * a + job.min_ps(w) * b
+                fits = np.all(free >= need - TOL, axis=1)
+                if fits.any():
+                    h = int(np.argmax(fits))
+                    free[h] -= need
+                    theta = job.batch_time(topology.machines[h].local_gbps)
+                    placed[k] = (h, w, job.min_ps(w), need, theta, t)
+                    waiting.remove(k)
+                    break
+        for k in sorted(placed):
+            job = jobs[k]
+            h, w, s, need, theta, start = placed[k]
+            lost = job.restart_seconds if t == start else 0.0
+            done[k] += w * max(0.0, slot_seconds - lost) / theta
+            by_slot.setdefault(t, []).append(Allocation(job.id, topology.machines[h].id, w, s))
+            if done[k] >= job.work_batches * (1 - 1e-9):
+                completion[k] = t
+                free[h] += need
+                del placed[k]
+        t += 1
+    return by_slot, completion
