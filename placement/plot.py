@@ -47,7 +47,8 @@ def plot_schedule(instance: Instance, schedule: Schedule, path: str | os.PathLik
         h = row[a.machine]
         if amount > 0 and cap[h] > 0:
             share = amount / cap[h]
-            ax.barh(h, 1, left=t, height=0.8 * share, bottom=h - 0.4 + 0.8 * filled[t, h],
+            centre = h - 0.4 + 0.8 * (filled[t, h] + share / 2)
+            ax.barh(centre, 1, left=t, height=0.8 * share, align="center",
                     color=colour[a.job], edgecolor="white", linewidth=0.3)
             filled[t, h] += share
         for k, r in enumerate(instance.resources):
