@@ -1,0 +1,82 @@
+"""The contract between the online scheduler and a policy.
+
+The scheduler owns the truth (submitted jobs, reported progress, machines); each slot it
+hands a policy a read-only :class:`View` and gets back intended tasks per job. The
+scheduler, not the policy, enforces MODEL.md: a decision that breaks a rule is cut back
+(the job waits that slot) and logged, so a buggy policy can never emit an invalid
+allocation.
+
+Two modes (``OnlineScheduler(mode=...)``):
+- ``"reoptimise"`` (default): every slot, ``decide(view)`` returns the tasks of each job
+  for slot ``view.t``;
+- ``"commit"`` (OASiS style): when a job arrives, ``commit(view, job_id, reserved)``
+  returns its tasks for every future slot, given what earlier commitments hold
+  (``reserved(t)`` is a :class:`placement.packing.Residual` of slot t, already charged
+  with them); the plan is then executed unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
+
+from placement.instance import Instance, Job
+from placement.packing import Residual
+
+#: machine id -> (workers, ps)
+TaskDict = dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the scheduler knows about one active job."""
+
+    job: Job                 # ``arrival`` is the slot the job was submitted in
+    done: float              # batches done so far (as reported by the cluster)
+    attained: float          # worker-seconds served so far (for least-attained-service policies)
+    previous: TaskDict       # tasks in the previous slot ({} if it did not run then)
+    last_ran: int | None     # last slot in which it had workers
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.job.work_batches - self.done)
+
+
+@dataclass(frozen=True)
+class View:
+    """Slot ``t`` as a policy sees it.
+
+    ``instance`` holds the current cluster and every active job, with horizon
+    ``t + lookahead``, so the library's tools (``Residual``, ``formulate``,
+    ``ProgressTracker``) work on it directly. ``jobs`` maps id -> state for the same jobs.
+    """
+
+    t: int
+    instance: Instance
+    jobs: dict[str, JobState]
+    lookahead: int
+
+    def residual(self) -> Residual:
+        """An empty slot of the current cluster to pack decisions into."""
+        return Residual(self.instance)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scheduling policy; ``name`` is how reports and the CLI call it."""
+
+    name: str
+
+    def decide(self, view: View) -> dict[str, TaskDict]:
+        """Tasks per job for slot ``view.t`` (jobs left out wait)."""
+        ...
+
+
+@runtime_checkable
+class CommittingPolicy(Protocol):
+    """A policy that can also fix a job's whole future at its arrival."""
+
+    name: str
+
+    def commit(self, view: View, job_id: str, reserved: Callable[[int], Residual]) -> dict[int, TaskDict]:
+        """Tasks of ``job_id`` per future slot t >= view.t."""
+        ...
