@@ -7,7 +7,8 @@ the reservations of a job are computed from the *actual* lowest common ancestor 
 machines holding its tasks, workers and PSs alike, never from a planned domain, and a
 job whose tasks all sit on one machine loads no link.
 
-The search helpers find a placement of W workers plus ``job.min_ps(W)`` PSs (rule 3):
+The search helpers find a placement of W workers plus ``job.min_ps(W)`` PSs, W in
+[min_workers, max_workers], so every placement they return keeps rule 3:
 
 - local first: one machine holding every task, preferring a given machine, then the
   largest ``local_gbps``, then the tightest fit (least capacity left, best fit);
@@ -74,6 +75,14 @@ class Residual:
         self.free = self.cap.copy()
         self.link_free = self.link_cap.copy()
         self._held.clear()
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The current state, to :meth:`restore` after a tentative change."""
+        return self.free.copy(), self.link_free.copy(), dict(self._held)
+
+    def restore(self, state: tuple[np.ndarray, np.ndarray, dict]) -> None:
+        free, link_free, held = state
+        self.free, self.link_free, self._held = free.copy(), link_free.copy(), dict(held)
 
     def is_node(self, node: object) -> bool:
         """Is ``node`` a machine or switch id of the cluster?"""
@@ -175,7 +184,7 @@ class Residual:
               prefer: str | None = None) -> dict[str, tuple[int, int]] | None:
         """One machine (under ``within``) for all ``workers`` and their PSs: ``prefer`` if it
         fits, else the largest local_gbps, then the tightest fit."""
-        if workers < 1:
+        if not job.min_workers <= workers <= job.max_workers:
             return None
         cand = self._within(within)
         ps = job.min_ps(workers)
@@ -244,9 +253,12 @@ class Residual:
         return out
 
     def _greedy(self, job: Job, v: int, workers: int, order: np.ndarray,
-                fixed: Mapping[int, int] | None = None) -> dict[str, tuple[int, int]] | None:
+                fixed: Mapping[int, int] | None = None, share: bool = True
+                ) -> dict[str, tuple[int, int]] | None:
         """Fill ``order`` (machines below ``v``) with the workers (or take ``fixed`` ones) and
-        ``min_ps`` PSs, counting every task's bandwidth on each link up to ``v``."""
+        ``min_ps`` PSs, counting every task's bandwidth on each link up to ``v``. With
+        ``share`` each machine takes its share of PSs with its workers; without, workers go
+        first and PSs fill the room left (better when links, not machines, are short)."""
         alpha, beta = self.demand(job)
         wg, pg = job.worker_gbps, job.ps_gbps
         ps_total = job.min_ps(workers)
@@ -286,7 +298,7 @@ class Residual:
             if left_w == 0:
                 break
             # workers with their share of PSs beside them, else workers alone
-            w = most(h, alpha, wg, left_w)
+            w = most(h, alpha, wg, left_w) if share else 0
             while w > 0:
                 s = min(left_s, -(-w * ps_total // workers))
                 if (w * alpha + s * beta <= free[h] + TOL_FIT).all() and (
@@ -333,7 +345,7 @@ class Residual:
                prefer: Iterable[str] = ()) -> dict[str, tuple[int, int]] | None:
         """``workers`` workers and their PSs in the smallest subtree (under ``within``, or
         ``within`` itself) that holds them with every link respected, or None."""
-        if workers < 1:
+        if not job.min_workers <= workers <= job.max_workers:
             return None
         prefer = list(prefer)
         top = None if within is None else self._node_index[within]
@@ -342,9 +354,11 @@ class Residual:
                 continue
             if not self._could_hold(job, v, workers):
                 continue
-            tasks = self._greedy(job, v, workers, self._order(job, v, prefer))
-            if tasks is not None:
-                return tasks
+            order = self._order(job, v, prefer)
+            for share in (True, False):
+                tasks = self._greedy(job, v, workers, order, share=share)
+                if tasks is not None:
+                    return tasks
         return None
 
     def best_spread(self, job: Job, cap: int, *, within: str | None = None,

@@ -157,8 +157,7 @@ class _SlotBuilder:
                 if tasks:
                     self._commit(job, tasks)
         if fill:
-            for job in active:
-                self._fill(job)
+            self._fill(active)
         return self.placed
 
     # ----- estimates -----------------------------------------------------------------------
@@ -259,21 +258,54 @@ class _SlotBuilder:
         self.placed[job.id] = tasks
 
     # ----- rule d: fill ------------------------------------------------------------------
-    def _fill(self, job: Job) -> None:
-        current = self.placed.get(job.id)
-        if current is None:
+    def _fill(self, active: list[Job]) -> None:
+        """Previous task sets are reserved first (in order), so that a job starting now is
+        packed around them; it evicts lower-priority reservations only if it cannot start
+        otherwise. Then each job in order keeps or grows its tasks, or starts."""
+        reserved: dict[str, TaskDict] = {}
+        for job in active:
             prev = self.tracker.last.get(job.id)
-            keep = dict(prev) if prev and self.residual.fits(job, prev) else None
-            new = self._best(job, job.max_workers, None, prev or ())
-            choice = keep if keep and (new is None or not self._gains(job, keep, new)) else new
-            if choice:
-                self._commit(job, choice)
-        elif workers_of(current) < job.max_workers:
-            self.residual.remove(job.id)
-            del self.placed[job.id]
+            if job.id not in self.placed and prev and self.residual.fits(job, prev):
+                self.residual.place(job, prev)
+                reserved[job.id] = dict(prev)
+        for k, job in enumerate(active):
+            if job.id in reserved:
+                self.residual.remove(job.id)
+                self._settle(job, reserved.pop(job.id))
+            elif job.id in self.placed:
+                self.residual.remove(job.id)
+                self._settle(job, self.placed.pop(job.id))
+            else:
+                self._start(job, reserved, active[k + 1:])
+
+    def _settle(self, job: Job, current: TaskDict) -> None:
+        """Keep ``current`` (not placed at the moment) or grow it if that finishes sooner."""
+        if workers_of(current) < job.max_workers:
             grown = self._best(job, job.max_workers, None, current)
             if grown and self._gains(job, current, grown):
-                self._commit(job, grown)
-            else:
-                self.residual.place(job, current)
-                self.placed[job.id] = current
+                current = grown
+        self._commit(job, current)
+
+    def _start(self, job: Job, reserved: dict[str, TaskDict], later: list[Job]) -> None:
+        """Start (or move) a job that holds nothing; evict later jobs' reservations only if
+        it cannot start otherwise (they then look for room in their own turn)."""
+        prev = self.tracker.last.get(job.id) or {}
+        tasks = self._best(job, job.max_workers, None, prev)
+        lower = [j for j in later if j.id in reserved]
+        if tasks is None and lower:
+            state = self.residual.snapshot()
+            for j in lower:
+                self.residual.remove(j.id)
+            tasks = self._best(job, job.max_workers, None, prev)
+            if tasks is None:
+                self.residual.restore(state)
+                return
+            self._commit(job, tasks)
+            for j in lower:  # re-reserve those that still fit, in order
+                if self.residual.fits(j, reserved[j.id]):
+                    self.residual.place(j, reserved[j.id])
+                else:
+                    del reserved[j.id]
+            return
+        if tasks is not None:
+            self._commit(job, tasks)

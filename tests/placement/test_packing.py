@@ -1,0 +1,236 @@
+"""The residual capacity of one slot agrees with the referee on rules 1 and 4, and the
+placement helpers return task sets the referee accepts."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.evaluate import validate
+from placement.instance import Instance
+from placement.packing import Residual
+from placement.schedule import Allocation, Schedule, Slot
+from placement.topology import Link, Machine, Switch, Topology
+
+from .conftest import EXAMPLES
+
+
+def _builders():
+    name = "placement_test_builders"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+B = _builders()
+
+
+def one_slot(placed: dict[str, dict[str, tuple[int, int]]]) -> Schedule:
+    return Schedule((Slot(0, tuple(Allocation(j, h, w, s) for j, tasks in placed.items()
+                                   for h, (w, s) in tasks.items())),))
+
+
+def rules_1_4(instance: Instance, placed) -> list:
+    return [v for v in validate(instance, one_slot(placed)) if v.rule in (1, 4)]
+
+
+# ----- random small racks clusters and task sets ------------------------------------------
+half = st.integers(1, 12).map(lambda k: k / 2)  # exact binary fractions: no boundary noise
+
+
+@st.composite
+def clusters(draw) -> Instance:
+    n_racks = draw(st.integers(1, 3))
+    machines, switches, links = [], [Switch("spine")], []
+    for r in range(n_racks):
+        switches.append(Switch(f"tor{r}"))
+        links.append(Link(f"tor{r}", "spine", draw(half)))
+        for i in range(draw(st.integers(1, 3))):
+            m = Machine(f"r{r}m{i}", {"gpu": draw(st.integers(1, 4)), "cpu": draw(st.integers(2, 8))},
+                        draw(st.sampled_from([50, 100, 400])))
+            machines.append(m)
+            links.append(Link(m.id, f"tor{r}", draw(half)))
+    topo = Topology(tuple(machines), tuple(switches), tuple(links), "spine")
+    jobs = []
+    for k in range(draw(st.integers(1, 4))):
+        jobs.append(B.job(f"j{k}", worker={"gpu": 1, "cpu": draw(st.sampled_from([0, 0.5, 1]))},
+                          ps={"cpu": draw(st.sampled_from([0.5, 1, 2]))},
+                          worker_gbps=draw(half), ps_gbps=draw(half),
+                          max_workers=draw(st.integers(1, 8))))
+    return B.instance(topo, *jobs, T=1)
+
+
+@st.composite
+def instance_and_tasks(draw):
+    inst = draw(clusters())
+    ids = [m.id for m in inst.topology.machines]
+    task_sets = []
+    for job in inst.jobs:
+        hs = draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids), unique=True))
+        task_sets.append((job, {h: (draw(st.integers(0, 3)), draw(st.integers(0, 3))) for h in hs}))
+    return inst, task_sets
+
+
+@settings(max_examples=150, deadline=None)
+@given(instance_and_tasks())
+def test_fits_iff_the_validator_finds_no_capacity_or_network_violation(case):
+    inst, task_sets = case
+    res = Residual(inst)
+    placed: dict[str, dict] = {}
+    for job, tasks in task_sets:
+        expected = not rules_1_4(inst, {**placed, job.id: tasks})
+        alone = not rules_1_4(inst, {job.id: tasks})
+        assert res.fits(job, tasks) == expected
+        if expected:
+            res.place(job, tasks)
+            placed[job.id] = tasks
+        else:
+            with pytest.raises(ValueError):
+                res.place(job, tasks)
+        # the same tasks on an empty slot: the verdict of the job alone
+        assert Residual(inst).fits(job, tasks) == alone
+
+
+@settings(max_examples=60, deadline=None)
+@given(instance_and_tasks())
+def test_remove_gives_back_exactly_what_place_took(case):
+    inst, task_sets = case
+    res = Residual(inst)
+    placed = []
+    for job, tasks in task_sets:
+        if res.fits(job, tasks):
+            res.place(job, tasks)
+            placed.append((job, tasks))
+    for job, tasks in reversed(placed):
+        assert res.remove(job.id) == {h: v for h, v in tasks.items() if v[0] or v[1]}
+    np.testing.assert_allclose(res.free, res.cap, atol=1e-12)
+    np.testing.assert_allclose(res.link_free, res.link_cap, atol=1e-12)
+    assert res.remove("never-placed") == {}
+
+
+@settings(max_examples=100, deadline=None)
+@given(instance_and_tasks(), st.integers(1, 8), st.data())
+def test_helpers_return_placements_the_referee_accepts(case, workers, data):
+    inst, task_sets = case
+    res = Residual(inst)
+    placed = {}
+    for job, tasks in task_sets[1:]:  # fill part of the slot first
+        if res.fits(job, tasks):
+            res.place(job, tasks)
+            placed[job.id] = tasks
+    job = task_sets[0][0]
+    node = data.draw(st.sampled_from([None, *inst.topology.nodes]))
+    exact = res.find(job, workers, within=node)
+    if exact is not None:
+        assert sum(a for a, _ in exact.values()) == workers
+    for tasks in (exact, res.best_local(job, workers, within=node),
+                  res.best_spread(job, workers, within=node)):
+        if tasks is None:
+            continue
+        w = sum(a for a, _ in tasks.values())
+        assert job.min_workers <= w <= min(workers, job.max_workers)
+        assert sum(s for _, s in tasks.values()) == job.min_ps(w)
+        if node is not None:
+            assert set(tasks) <= set(res.machines_below(node))
+        assert res.fits(job, tasks)
+        verdict = validate(inst, one_slot({**placed, job.id: tasks}))
+        # the others' task sets are random (their shape may be wrong); this job's must be right
+        assert [v for v in verdict if v.rule != 3 or v.subject == f"job {job.id}"] == []
+
+
+# ----- hand-made cases -----------------------------------------------------------------------
+def test_a_local_job_loads_no_link_even_on_a_tiny_link():
+    inst = B.instance(B.star(gbps=0.001), B.job("j", worker_gbps=5, ps_gbps=5))
+    res = Residual(inst)
+    res.place(inst.jobs[0], {"m0": (4, 4)})
+    assert (res.link_free == res.link_cap).all()
+    assert not res.fits(inst.jobs[0], {"m0": (1, 0), "m1": (0, 1)})
+
+
+def test_reservations_stop_at_the_actual_lca_not_higher():
+    inst = B.instance(B.two_racks(machine_gbps=10, rack_gbps=1), B.job("j", worker_gbps=2, ps_gbps=3))
+    res = Residual(inst)
+    res.place(inst.jobs[0], {"a0": (2, 0), "a1": (1, 1)})
+    links = {f"{l.a}-{l.b}": i for i, l in enumerate(inst.topology.links)}
+    assert res.link_free[links["a0-tor0"]] == pytest.approx(10 - 4)
+    assert res.link_free[links["a1-tor0"]] == pytest.approx(10 - 5)
+    assert res.link_free[links["tor0-spine"]] == 1  # LCA is tor0: the uplink carries nothing
+    res.remove("j")
+    # across racks the LCA is the spine, so each rack uplink carries its tasks: 4 > 1
+    assert not res.fits(inst.jobs[0], {"a0": (2, 0), "b0": (0, 1)})
+
+
+def test_local_prefers_given_machine_then_fastest_then_tightest():
+    ms = (B.machine("slow", 100), B.machine("fast", 400), B.machine("fast2", 400))
+    j = B.job("j")
+    inst = B.instance(B.star(*ms), j, B.job("other"))
+    res = Residual(inst)
+    res.place(inst.jobs[1], {"fast2": (3, 0)})  # fast2 now the tighter fast machine
+    assert res.local(j, 2) == {"fast2": (2, 2)}
+    assert res.local(j, 2, prefer="slow") == {"slow": (2, 2)}
+    assert res.local(j, 6) == {"fast": (6, 6)}  # fast2 has 5 GPUs left
+    assert res.local(j, 9) is None
+
+
+def test_spread_uses_the_smallest_subtree_and_puts_ps_beside_workers():
+    inst = Instance.load(EXAMPLES / "bottleneck.json")
+    z, q = inst.jobs
+    res = Residual(inst)
+    assert res.local(z, 4) is None
+    tasks = res.find(z, 4)
+    assert inst.topology.lca(tasks) in ("tor0", "tor1")
+    assert all(w == s for w, s in tasks.values())  # kappa 1: each machine carries its PSs
+    res.place(q, {"r0m0": (1, 1)})  # rack 0 can no longer hold four workers
+    assert set(res.find(z, 4)) == {"r1m0", "r1m1"}
+    res.place(z, res.find(z, 4))
+    assert res.find(z, 4) is None  # the spine links (5 Gbps) cannot carry z across racks
+
+
+def test_beside_places_ps_on_worker_machines_first_then_elsewhere():
+    inst = B.instance(B.two_racks(), B.job("j", ps={"cpu": 8}))
+    res = Residual(inst)
+    j = inst.jobs[0]
+    assert res.beside(j, {"a0": 2}, within="tor0") == {"a0": (2, 2)}
+    assert res.beside(j, {"a0": 3}, within="tor0") == {"a0": (3, 2), "a1": (0, 1)}
+    assert res.beside(j, {"a0": 3}, within="a0") is None  # a0 holds only two 8-cpu PSs
+    assert res.beside(j, {"a0": 9}, within="tor0") is None  # 9 GPUs on an 8-GPU machine
+
+
+def test_max_workers_that_fit_on_a_machine_a_switch_and_the_cluster():
+    fillers = [B.job(f"f{h}") for h in ("a0", "a1", "b0", "b1")]
+    inst = B.instance(B.two_racks(machine_gbps=3, rack_gbps=100),
+                      B.job("j", min_workers=2, max_workers=20), *fillers)
+    res = Residual(inst)
+    j = inst.jobs[0]
+    assert res.max_workers_that_fit(j, "a0") == 8  # local: links do not matter
+    # spread under tor0: each machine link carries 3 Gbps = 3 tasks (workers + PSs), so
+    # spreading (at most 3 + 3 tasks) never beats one machine's 8 workers
+    assert res.max_workers_that_fit(j, "tor0") == 8
+    res.place(fillers[0], {"a0": (5, 0)})
+    res.place(fillers[1], {"a1": (6, 0)})
+    # a0 3 GPUs and a1 2 left, 3 tasks per link: 3 workers (and 3 PSs) at most
+    assert res.max_workers_that_fit(j, "tor0") == 3
+    for f, h in zip(fillers[2:], ("b0", "b1")):
+        res.place(f, {h: (7, 0)})
+    assert res.max_workers_that_fit(j, "b0") == 0  # one GPU left, min_workers 2
+    # GPUs left 3, 2, 1, 1 and 3 tasks per machine link: 6 workers, e.g. a0 (3, 0),
+    # a1 (2, 1), b0 (1, 2), b1 (0, 3); 7 would need 14 tasks > 12
+    assert res.max_workers_that_fit(j, "spine") == 6
+
+
+def test_snapshot_and_restore():
+    inst = B.instance(B.two_racks(), B.job("j"))
+    res = Residual(inst)
+    state = res.snapshot()
+    res.place(inst.jobs[0], {"a0": (1, 0), "b0": (0, 1)})
+    res.restore(state)
+    assert (res.free == res.cap).all() and (res.link_free == res.link_cap).all()
+    assert res.held("j") is None
