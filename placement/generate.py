@@ -3,6 +3,13 @@
 This docstring is the documented derivation of every generated instance: each rule and
 constant below is the one the code uses (the constants are module attributes).
 
+Arguments of :func:`generate` (keyword-only): ``jobs`` (count), ``cluster`` (spec below,
+default ``racks:2x4``), ``horizon`` (slots; default derived below), ``slot_seconds``
+(300), ``seed`` (0), ``load`` (1.0), ``arrival_span`` (0.5: arrivals fall in at most
+the first half of the horizon), ``max_workers`` (16: the largest U drawn),
+``max_run_slots`` (8: the longest run, in slots, at U workers) and ``name`` (default
+like ``racks2x4_j20_s0``: cluster, jobs, seed).
+
 Cluster (:func:`parse_cluster`)
     ``star:N[@LINK]``, ``racks:RxM[@MACHINE/RACK]`` or ``pai:N`` (the builders of
     :mod:`placement.clusters`; link speeds in Gbps, defaults 100 for a star and 25/100
@@ -26,8 +33,8 @@ Jobs (one :class:`numpy.random.Generator` seeded with ``seed`` draws everything)
       in :data:`PS_GBPS_MULTIPLES` (1, 2, 4), so kappa = worker_gbps / ps_gbps is
       1, 1/2 or 1/4 PS per worker.
     - ``max_workers`` U: drawn from :data:`WORKER_SIZES` (1, 2, 4, 8, 16) with
-      :data:`WORKER_SIZE_PROBS` (0.2, 0.25, 0.25, 0.2, 0.1; skewed to small jobs, as in
-      production traces), restricted to sizes <= the ``max_workers`` argument
+      :data:`WORKER_SIZE_PROBS` (0.2, 0.25, 0.25, 0.2, 0.1: mostly small jobs, a few
+      wide ones), restricted to sizes <= the ``max_workers`` argument
       (probabilities renormalised), then capped at what the cluster holds: the sum over
       machines of L_h, the most workers that fit on machine h together with their
       ceil(kappa W) PSs (so a capacity-feasible placement always exists).
@@ -35,8 +42,8 @@ Jobs (one :class:`numpy.random.Generator` seeded with ``seed`` draws everything)
       is ceil(U / 2), capped at max_h L_h so that one machine can always run the job.
     - ``work_batches`` B = ceil(d x slot_seconds x U / theta_L): the job runs for d slots
       at U workers when local, theta_L being its mini-batch time at the largest
-      ``local_gbps`` among the machines that fit it. d is log-uniform on
-      [1, ``max_run_slots``] (default 8).
+      ``local_gbps`` among the machines that fit it (restarts not counted). d is
+      log-uniform on [1, ``max_run_slots``].
     - ``restart_seconds``: an integer uniform on :data:`RESTART_SECONDS` (10..60 s);
       ``weight`` 1.
 
@@ -52,13 +59,17 @@ Arrivals
 
 Horizon (when not given)
     max(ceil(A / ``arrival_span``), c + 1), where c is the slot in which the last job
-    completes in :func:`first_fit_schedule`: a plain first-come-first-served schedule
-    that starts each arrived job (backfilling past jobs that do not fit) on the first
-    machine where the most workers fit locally, with ceil(kappa W) PSs beside them, and
-    keeps that placement until the job completes. It is a valid schedule, so a horizon
-    of c + 1 slots is provably long enough to finish every job (MODEL.md section 4).
+    completes in :func:`first_fit_schedule`: a plain first-come-first-served schedule.
+    Each slot it tries the waiting jobs that have arrived, in arrival order, skipping
+    those that do not fit (backfilling); a job starts with the most workers W, from U
+    down to min_workers, that fit on one machine together with ceil(kappa W) PSs, on the
+    first such machine, and keeps that local placement until it completes. It is a
+    valid schedule (it loads no link), so c + 1 slots are provably enough to finish
+    every job (MODEL.md section 4 asks benchmark horizons to be so).
 
-The same arguments give the identical instance.
+The same arguments give the identical instance (with the same NumPy version: NumPy may
+change a Generator's streams between releases; ``benchmarks/make_suites.py --check``
+notices).
 """
 from __future__ import annotations
 
