@@ -1,0 +1,226 @@
+"""The exact time-indexed ILP of MODEL.md: its optimum is the best weighted total JCT of any
+valid schedule when every job has ``restart_seconds = 0`` (the referee that rounding and
+the online policies are measured against on small instances).
+
+On top of the task variables and rows of :class:`~placement.model_core.Core` over the
+whole horizon it adds, per spread option (j, t, v) and populated child c of v, a
+continuous u[j,t,v,c] in [0, 1] with
+
+    u <= sum of w + s on the machines under c,      sum_c u >= 2 y[j,t,v].
+
+Because w and s are integers, u can reach 1 only on a child that holds a task, so a chosen
+spread domain has tasks under two of its children: it IS the lowest common ancestor of
+the job's machines, and the rates (local or spread) and hose-model link loads of the
+Core rows are exactly MODEL.md's. (u needs no integrality: the integer counts decide it.)
+
+Per job j, for slots t = a_j .. T-1, a binary z[j,t] ("completed by the end of slot t"):
+
+- progress    sum_{t' <= t} sum w * speed >= B_j (1 - 1e-9) z[j,t]  (speed: Core.speed)
+- monotone    z[j,t] <= z[j,t+1]
+- life        sum_v y[j,t,v] + z[j,t-1] <= 1  (no tasks after completion)
+- remainder   rem_j >= B_j - sum_t sum w * speed - B_j z[j,T-1],  0 <= rem_j <= B_j
+
+and the objective  sum_j w_j JCT_j  with
+
+    JCT_j = Delta * sum_{t=a_j}^{T-1} (1 - z[j,t]) + Delta * z[j,T-1] + rem_j * theta^L_j / U_j.
+
+Check: if z switches on in slot c (z = 0 before, 1 from c on), the sum counts the c - a_j
+slots before c and Delta * z[j,T-1] adds the completion slot itself: (c - a_j + 1) Delta,
+MODEL.md's JCT, and rem_j = 0 is allowed. If z stays 0 the sum is (T - a_j) Delta and
+rem_j = B_j - (batches done) at the optimum: MODEL.md's charge for an unfinished job.
+Minimisation pushes every z up as far as progress and life allow, so the model optimum
+equals the best score. The per-machine PS bound of Core (at most min_ps(max_workers)) loses
+nothing: lowering a larger count to it keeps the machine used, the shape rule met and
+every load no larger.
+
+With restart_seconds > 0 on a job, progress here is the loss-free one, which is never
+less than MODEL.md's, so every valid schedule is still feasible at no higher cost (put z
+on at its true completion): the model is a RELAXATION, its bound is still a lower bound on
+the MODEL.md optimum, but its schedule (scored with losses) may not be optimal.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.evaluate import score, validate
+from placement.instance import Instance
+from placement.model_core import Core, Rows
+from placement.progress import ProgressTracker
+from placement.schedule import Schedule
+from solvers.exact import solve_exact
+from solvers.problem import Problem
+from solvers.result import Status, relative_gap
+
+__all__ = ["ExactDecoder", "ExactOutcome", "formulate_exact", "solve_exact_model"]
+
+#: MODEL.md's completion test: cumulative batches >= B (1 - 1e-9)
+COMPLETE = 1 - 1e-9
+
+
+class ExactDecoder:
+    """Inverse of :func:`formulate_exact`: a vector of the Problem back to a valid Schedule."""
+
+    def __init__(self, core: Core, exact: bool, message: str):
+        self.core, self.exact, self.message = core, exact, message
+
+    def schedule(self, x: np.ndarray) -> Schedule:
+        """The plan of ``x`` without tasks after each job's actual completion (an incumbent
+        stopped at a time limit may leave z lagging behind the progress); raises ValueError
+        if the result breaks a MODEL.md rule, which would be a modelling bug."""
+        inst = self.core.instance
+        plan = self.core.plan(x)
+        tracker = ProgressTracker(inst)
+        jobs = inst.jobs
+        for t, slot in enumerate(plan.slots):
+            for job_id in [j for j in slot if tracker.is_done(jobs[inst.job_index[j]])]:
+                del slot[job_id]
+            tracker.advance(t, {j: p.tasks for j, p in slot.items()})
+        schedule = plan.to_schedule(inst.name)
+        broken = validate(inst, schedule)
+        if broken:
+            raise ValueError("exact model decoded to an invalid schedule: " + "; ".join(map(str, broken[:5])))
+        return schedule
+
+
+def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
+    """The time-indexed ILP of every job over the whole horizon (module docstring)."""
+    topo = instance.topology
+    if any(len(topo.below(m.id)) > 1 for m in topo.machines):
+        raise ValueError("a machine has machines below it; the exact model needs machines at the leaves")
+    T, dt = instance.horizon, instance.slot_seconds
+    jobs = instance.jobs
+    core = Core(instance, list(range(len(jobs))), 0, T)
+    doms = core.domains
+
+    # u: one per (spread option, populated child holding one of its task variables)
+    child_of = np.full((len(doms.node), len(topo.machines)), -1, dtype=np.int64)
+    for d, kids in enumerate(doms.children):
+        for k, members in enumerate(kids):
+            child_of[d, members] = k
+    task = np.concatenate([core.w_idx, core.s_idx])
+    task = task[~doms.is_local[core.dom[task]]]
+    n_child = max((len(kids) for kids in doms.children), default=0)
+    key = core.option[task] * max(n_child, 1) + child_of[core.dom[task], core.machine[task]]
+    u_key, u_of_task = np.unique(key, return_inverse=True)
+    u_opt = u_key // max(n_child, 1)
+    n_u = len(u_key)
+    u_idx = core.n + np.arange(n_u)
+
+    # z[j, t] for t = a_j .. T-1, job by job; then rem[j]
+    arrival = np.array([j.arrival for j in jobs], dtype=np.int64)
+    z_len = T - arrival
+    z_first = core.n + n_u + np.concatenate([[0], np.cumsum(z_len)[:-1]])
+    z_job = np.repeat(np.arange(len(jobs)), z_len)
+    z_slot = np.concatenate([np.arange(a, T) for a in arrival])
+    n_z = len(z_job)
+    z_idx = core.n + n_u + np.arange(n_z)
+    rem_idx = core.n + n_u + n_z + np.arange(len(jobs))
+    n = core.n + n_u + n_z + len(jobs)
+
+    work = np.array([j.work_batches for j in jobs], dtype=float)
+    weight = np.array([j.weight for j in jobs], dtype=float)
+    charge = np.array([j.batch_time(instance.best_local_gbps) / j.max_workers for j in jobs])
+    cost = np.zeros(n)
+    cost[z_idx] = -weight[z_job] * dt
+    cost[z_first + z_len - 1] = 0.0
+    cost[rem_idx] = weight * charge
+    offset = float(np.sum(weight * dt * z_len))
+
+    upper = np.concatenate([core.upper, np.ones(n_u + n_z), work])
+    integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(n_z, bool),
+                              np.zeros(len(jobs), bool)])
+
+    # packing: Core's capacity/link rows, then life rows  y[j,t,*] + z[j,t-1] <= 1
+    packing, pack_names = core.packing()
+    y = core.y_idx
+    has_y = core.slot[y] > arrival[core.job[y]]
+    y_prev = z_first[core.job[y]] + core.slot[y] - 1 - arrival[core.job[y]]
+    life_z = z_idx[z_slot < T - 1]
+    life_key, life_row = np.unique(np.concatenate([life_z, y_prev[has_y]]), return_inverse=True)
+    packing.add(len(life_key), [(life_row, np.concatenate([life_z, y[has_y]]), 1.0)], -np.inf, 1.0)
+    pack_names += [f"life[{jobs[z_job[k - z_idx[0]]].id},t={z_slot[k - z_idx[0]] + 1}]" for k in life_key]
+    A, _, b = packing.matrix(n)
+
+    # covering: rem_j + sum_t sum w*speed + B_j z[j,T-1] >= B_j
+    w = core.w_idx
+    covering = Rows()
+    covering.add(len(jobs), [(core.job[w], w, core.speed[w]), (np.arange(len(jobs)), rem_idx, 1.0),
+                             (np.arange(len(jobs)), z_first + z_len - 1, work)], work, np.inf)
+    C, d, _ = covering.matrix(n)
+
+    general = Rows()
+    core.shape_rows(general)
+    # LCA: u - sum(w + s on the child) <= 0, then sum_c u - 2 y >= 0 per spread option
+    general.add(n_u, [(np.arange(n_u), u_idx, 1.0), (u_of_task, task, -1.0)], -np.inf, 0.0)
+    spread = np.flatnonzero(~doms.is_local[core.opt_dom])
+    spread_row = np.searchsorted(spread, u_opt)
+    general.add(len(spread), [(spread_row, u_idx, 1.0), (np.arange(len(spread)), core.opt_y[spread], -2.0)],
+                0.0, np.inf)
+    # progress: sum_{t' <= t} sum w*speed - B (1 - 1e-9) z[j,t] >= 0, one row per z
+    reach = T - core.slot[w]
+    w_rep = np.repeat(w, reach)
+    later = np.arange(reach.sum()) - np.repeat(np.cumsum(reach) - reach, reach)
+    rows = np.repeat(z_first[core.job[w]] - z_idx[0] + core.slot[w] - arrival[core.job[w]], reach) + later
+    general.add(n_z, [(rows, w_rep, core.speed[w_rep]), (np.arange(n_z), z_idx, -COMPLETE * work[z_job])],
+                0.0, np.inf)
+    # monotone: z[j,t] - z[j,t+1] <= 0
+    step = z_idx[z_slot < T - 1]
+    general.add(len(step), [(np.arange(len(step)), step, 1.0), (np.arange(len(step)), step + 1, -1.0)],
+                -np.inf, 0.0)
+    G, g_lo, g_hi = general.matrix(n)
+
+    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper,
+                      integer=integer, groups=core.choice_groups(), offset=offset,
+                      name=f"placement-exact:{instance.name}", pack_names=pack_names)
+    restarting = [j.id for j in jobs if j.restart_seconds > 0]
+    message = "" if not restarting else (
+        f"restart_seconds > 0 on job(s) {', '.join(restarting)}: the exact model ignores restart "
+        "losses, so it is a relaxation (its bound is a valid lower bound; its schedule, scored "
+        "with losses, may not be optimal)")
+    return problem, ExactDecoder(core, not restarting, message)
+
+
+@dataclass(frozen=True)
+class ExactOutcome:
+    """One solve of the exact model.
+
+    ``objective`` is the MODEL.md score of ``schedule`` (None without one). ``bound`` is the
+    solver's best bound: a lower bound on the MODEL.md optimum both when ``exact`` (the
+    model optimum is that optimum) and when not (loss-free progress only helps, so the
+    relaxation's optimum is no larger)."""
+
+    status: Status
+    schedule: Schedule | None
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    solver: str
+    timings: dict[str, float]
+    message: str
+    exact: bool
+
+
+def solve_exact_model(instance: Instance, *, backend: str = "highs", time_limit: float = 60.0,
+                      threads: int = 1) -> ExactOutcome:
+    """Formulate, solve to optimality (or the time limit) and decode to a valid schedule.
+
+    ``backend``: highs, scip or cbc (the progress coefficients are not integral, so
+    CP-SAT reports UNAVAILABLE)."""
+    t0 = time.perf_counter()
+    problem, decoder = formulate_exact(instance)
+    t1 = time.perf_counter()
+    result = solve_exact(problem, backend=backend, time_limit=time_limit, threads=threads)
+    t2 = time.perf_counter()
+    schedule = decoder.schedule(result.x) if result.status.has_solution else None
+    objective = score(instance, schedule).objective if schedule is not None else None
+    t3 = time.perf_counter()
+    message = "; ".join(filter(None, (decoder.message, result.message,
+                                      "" if schedule is not None else f"no schedule ({result.status.value})")))
+    return ExactOutcome(status=result.status, schedule=schedule, objective=objective, bound=result.bound,
+                        gap=relative_gap(objective, result.bound),
+                        solver=result.solver + (f" ({result.solver_version})" if result.solver_version else ""),
+                        timings={"formulate": t1 - t0, "solve": t2 - t1, "decode": t3 - t2},
+                        message=message, exact=decoder.exact)
