@@ -7,8 +7,10 @@ Arguments of :func:`generate` (keyword-only): ``jobs`` (count), ``cluster`` (spe
 default ``racks:2x4``), ``horizon`` (slots; default derived below), ``slot_seconds``
 (300), ``seed`` (0), ``load`` (1.0), ``arrival_span`` (0.5: arrivals fall in at most
 the first half of the horizon), ``max_workers`` (16: the largest U drawn),
-``max_run_slots`` (8: the longest run, in slots, at U workers) and ``name`` (default
-like ``racks2x4_j20_s0``: cluster, jobs, seed).
+``max_run_slots`` (8: the longest run, in slots, at U workers), ``restarts`` (True;
+False sets every ``restart_seconds`` to 0, for which the exact time-indexed ILP is
+exact, without changing any other draw) and ``name`` (default like
+``racks2x4_j20_s0``: cluster, jobs, seed).
 
 Cluster (:func:`parse_cluster`)
     ``star:N[@LINK]``, ``racks:RxM[@MACHINE/RACK]`` or ``pai:N`` (the builders of
@@ -213,7 +215,7 @@ def _options(spec: str, options: list[str]) -> dict:
 def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = None,
              slot_seconds: float = 300, seed: int = 0, load: float = 1.0,
              arrival_span: float = 0.5, max_workers: int = 16, max_run_slots: float = 8,
-             name: str | None = None) -> Instance:
+             restarts: bool = True, name: str | None = None) -> Instance:
     """A random instance drawn by the rules of the module docstring.
 
     Keyword-only and validated (``ValueError`` names the argument), so a command line is
@@ -221,6 +223,8 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
     _check_args(jobs=jobs, cluster=cluster, horizon=horizon, slot_seconds=slot_seconds,
                 seed=seed, load=load, arrival_span=arrival_span, max_workers=max_workers,
                 max_run_slots=max_run_slots, name=name)
+    if not isinstance(restarts, bool):
+        raise ValueError(f"restarts must be True or False, got {restarts!r}")
     topology = parse_cluster(cluster)
     resources = clusters.RESOURCES
     cap = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
@@ -261,7 +265,7 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
                            batch_seconds=p.batch_seconds, gradient_mb=p.model_mb,
                            worker=worker, ps=ps, min_workers=m, max_workers=U,
                            worker_gbps=wg, ps_gbps=mult * wg, weight=1,
-                           restart_seconds=int(restart[k])))
+                           restart_seconds=int(restart[k]) if restarts else 0))
 
     window = offered / load
     if horizon is not None:

@@ -41,7 +41,8 @@ def _check_instance(inst: Instance, *, default_horizon: bool, arrival_span: floa
         assert job.worker["gpu"] == p.worker_gpu_slots / 4
         assert job.worker_gbps == pytest.approx(max(0.1, p.inter_node_mb_per_s * 8 / 1000))
         assert job.ps_gbps / job.worker_gbps in (1, 2, 4)
-        assert 10 <= job.restart_seconds <= 60 and job.weight == 1
+        assert job.restart_seconds == 0 or 10 <= job.restart_seconds <= 60
+        assert job.weight == 1
         assert job.arrival <= arrival_span * inst.horizon
         # min_workers (with their PSs) fit on one machine; max_workers on the cluster
         need = {r: job.min_workers * job.worker.get(r, 0) + job.min_ps(job.min_workers) * job.ps.get(r, 0)
@@ -137,6 +138,7 @@ def test_bad_cluster_specs_are_named_clearly(spec, message):
     (dict(jobs=2, max_workers=0), "max_workers must be an integer >= 1"),
     (dict(jobs=2, max_run_slots=0.5), "max_run_slots must be a finite number >= 1"),
     (dict(jobs=2, name=""), "name must be a non-empty string"),
+    (dict(jobs=2, restarts=1), "restarts must be True or False"),
     (dict(jobs=2, cluster="star:2,cpu=1"), "no model's worker fits"),
 ])
 def test_bad_arguments_raise_value_error_naming_them(kwargs, message):
@@ -205,6 +207,14 @@ def test_cpu_only_cluster_gets_only_cpu_models():
     assert {j.batch_seconds for j in inst.jobs} == cpu_models
 
 
+def test_restarts_off_changes_nothing_else():
+    with_r, without = generate(jobs=15, seed=8), generate(jobs=15, seed=8, restarts=False)
+    assert all(10 <= j.restart_seconds <= 60 for j in with_r.jobs)
+    assert all(j.restart_seconds == 0 for j in without.jobs)
+    strip = lambda inst: [{**j.to_dict(), "restart_seconds": 0} for j in inst.jobs]  # noqa: E731
+    assert strip(with_r) == strip(without)
+
+
 def test_default_name_is_file_friendly():
     assert gen.default_name("racks:2x4@25/100,gpu=4", 20, 3) == "racks2x4-25-100-gpu4_j20_s3"
     assert generate(jobs=1, name="mine").name == "mine"
@@ -237,6 +247,7 @@ def test_bench_files_match_their_manifest():
             if suite == "small":
                 assert 2 <= len(inst.jobs) <= 5 and 2 <= len(inst.topology.machines) <= 4
                 assert all(j.max_workers <= 4 for j in inst.jobs)
+                assert all(j.restart_seconds == 0 for j in inst.jobs)
             else:
                 assert len(inst.jobs) >= 15 and len(inst.topology.machines) >= 8
 
