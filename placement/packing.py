@@ -293,6 +293,10 @@ class Residual:
                 if h not in free or most(h, alpha, wg, w) < w:
                     return None
                 take(h, w, 0)
+            for h, w in sorted(fixed.items(), key=lambda hw: (-hw[1], hw[0])):
+                s = min(left_s, -(-w * ps_total // workers), most(h, beta, pg, left_s))
+                take(h, 0, s)  # each worker machine its share of PSs first
+                left_s -= s
             left_w = 0
         for h in order.tolist():
             if left_w == 0:

@@ -18,9 +18,10 @@ a. **Planned jobs first**, in weighted shortest-remaining-processing-time order:
    machines or outside the planned domain are dropped, the planned total W is clamped to
    [min_workers, max_workers] (counts are trimmed from the machines with the fewest
    workers, added to the one with the most), an unknown domain becomes the LCA of the
-   planned machines, and PSs are recomputed as ``job.min_ps(W)``, placed beside the
-   workers (their machines first, then elsewhere in the domain). A placement with no
-   workers means "idle". If it does not fit what is left: the most workers (<= W) that
+   planned machines. The planned PSs are kept if the workers needed no change and they
+   number exactly ``job.min_ps(W)``; otherwise ``min_ps(W)`` PSs are placed beside the
+   workers (each worker machine its share first, then the worker machines, then elsewhere
+   in the domain). A placement with no workers means "idle". If it does not fit what is left: the most workers (<= W) that
    fit inside the planned domain (local first, then its smallest subtree), else anywhere
    in the cluster; else the job waits.
 b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
@@ -229,9 +230,16 @@ class _SlotBuilder:
         if not self.residual.is_node(domain):
             domain = self.inst.topology.lca(counts)
         inside = set(self.residual.machines_below(domain))
-        layout = _resize({h: w for h, w in counts.items() if h in inside}, workers) \
-            if any(h in inside for h in counts) else {}
-        tasks = self.residual.beside(job, layout, within=domain) if layout else None
+        kept = {h: w for h, w in counts.items() if h in inside}
+        layout = _resize(kept, workers) if kept else {}
+        ps = {h: _count(raw[h][1]) for h in raw if h in inside} if layout == counts else {}
+        tasks = None
+        if sum(ps.values()) == job.min_ps(workers):  # the plan's own PSs, when right
+            as_planned = {h: (layout.get(h, 0), ps.get(h, 0)) for h in {*layout, *ps}
+                          if layout.get(h, 0) or ps.get(h, 0)}
+            tasks = as_planned if self.residual.fits(job, as_planned) else None
+        if tasks is None and layout:
+            tasks = self.residual.beside(job, layout, within=domain)
         if tasks is None:
             tasks = self._best(job, workers, domain, layout)
         if tasks is None:

@@ -1,0 +1,240 @@
+"""realise() turns any plan, garbage included, into a schedule the referee accepts, and
+follows a sound plan as far as the rules allow (stability, trim, fill)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.evaluate import evaluate, score, validate
+from placement.instance import Instance
+from placement.packing import Residual
+from placement.plan import Placement, Plan
+from placement.progress import ProgressTracker
+from placement.realise import realise, shrink
+from placement.topology import Link, Machine, Switch, Topology
+
+
+def _builders():
+    name = "placement_test_builders"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+B = _builders()
+
+
+# ----- random instances and plans ----------------------------------------------------------
+@st.composite
+def random_instances(draw, max_jobs: int = 6) -> Instance:
+    """Small racks clusters, jobs of every shape, some finishing inside the horizon."""
+    n_racks = draw(st.integers(1, 3))
+    machines, switches, links = [], [Switch("spine")], []
+    for r in range(n_racks):
+        switches.append(Switch(f"tor{r}"))
+        links.append(Link(f"tor{r}", "spine", draw(st.sampled_from([2, 5, 20, 100]))))
+        for i in range(draw(st.integers(1, 3))):
+            m = Machine(f"r{r}m{i}", {"gpu": draw(st.integers(4, 8)), "cpu": draw(st.integers(4, 16))},
+                        draw(st.sampled_from([50, 100, 400])))
+            machines.append(m)
+            links.append(Link(m.id, f"tor{r}", draw(st.sampled_from([2, 10, 25]))))
+    topo = Topology(tuple(machines), tuple(switches), tuple(links), "spine")
+    T = draw(st.integers(2, 6))
+    jobs = []
+    for k in range(draw(st.integers(1, max_jobs))):
+        lo = draw(st.integers(1, 2))
+        jobs.append(B.job(
+            f"j{k}", arrival=draw(st.integers(0, T - 1)),
+            work_batches=draw(st.sampled_from([5, 40, 150, 600, 5000])),
+            batch_seconds=draw(st.sampled_from([0.1, 0.5, 1])),
+            gradient_mb=draw(st.sampled_from([0, 10, 100])),
+            worker={"gpu": draw(st.integers(1, 2)), "cpu": draw(st.sampled_from([0, 1]))},
+            ps={"cpu": draw(st.sampled_from([1, 2]))},
+            min_workers=lo, max_workers=draw(st.integers(lo, 8)),
+            worker_gbps=draw(st.sampled_from([0.5, 1, 2])), ps_gbps=draw(st.sampled_from([1, 2])),
+            weight=draw(st.sampled_from([1, 2])),
+            restart_seconds=draw(st.sampled_from([0, 3, 10, 15]))))
+    return B.instance(topo, *jobs, T=T, delta=10)
+
+
+@st.composite
+def garbage_plans(draw, inst: Instance) -> Plan:
+    """Plans that break every rule: unknown jobs, domains and machines, counts out of range
+    or negative, tasks outside the domain, before arrival and after completion."""
+    nodes = [*inst.topology.nodes, "nowhere"]
+    machines = [m.id for m in inst.topology.machines] + ["ghost"]
+    jobs = [j.id for j in inst.jobs] + ["nobody"]
+    slots = []
+    for _ in range(draw(st.integers(0, inst.horizon + 1))):
+        slot = {}
+        for j in draw(st.lists(st.sampled_from(jobs), unique=True)):
+            hs = draw(st.lists(st.sampled_from(machines), max_size=4, unique=True))
+            slot[j] = Placement(draw(st.sampled_from(nodes)),
+                                {h: (draw(st.integers(-2, 20)), draw(st.integers(-2, 20))) for h in hs})
+        slots.append(slot)
+    return Plan(inst.horizon, slots)
+
+
+def replay(inst: Instance, schedule) -> ProgressTracker:
+    """Progress of a schedule per ProgressTracker, slot by slot."""
+    by_slot: dict[int, dict[str, dict]] = {}
+    for t, a in schedule.rows():
+        by_slot.setdefault(t, {}).setdefault(a.job, {})[a.machine] = (a.workers, a.ps)
+    tracker = ProgressTracker(inst)
+    for t in range(inst.horizon):
+        tracker.advance(t, by_slot.get(t, {}))
+    return tracker
+
+
+def check(inst: Instance, schedule) -> None:
+    """Valid, nothing after completion, and the tracker agrees with score()."""
+    violations, report = evaluate(inst, schedule)
+    assert violations == []
+    last = {}
+    for t, a in schedule.rows():
+        last[a.job] = max(last.get(a.job, -1), t)
+    tracker = replay(inst, schedule)
+    for job, outcome in zip(inst.jobs, report.jobs):
+        assert tracker.completed.get(job.id) == outcome.completion_slot
+        if outcome.finished:
+            assert last[job.id] <= outcome.completion_slot
+        else:
+            assert tracker.remaining(job) == pytest.approx(outcome.remaining_batches)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.booleans())
+def test_any_plan_gives_a_valid_schedule(data, fill):
+    inst = data.draw(random_instances())
+    plan = data.draw(garbage_plans(inst))
+    schedule = realise(inst, plan, fill=fill)
+    check(inst, schedule)
+    if not fill:  # without fill only planned jobs run
+        planned = {(t, j) for t, slot in enumerate(plan.slots) for j in slot}
+        assert all((t, a.job) in planned for t, a in schedule.rows())
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_instances())
+def test_empty_plan_without_fill_runs_nothing_and_with_fill_runs_jobs(inst):
+    assert list(realise(inst, Plan(inst.horizon), fill=False).rows()) == []
+    schedule = realise(inst, Plan(inst.horizon))
+    check(inst, schedule)
+    # a job present in slot 0 that fits the empty cluster is not left waiting with it empty
+    startable = [j for j in inst.jobs if j.arrival == 0 and Residual(inst).max_workers_that_fit(j)]
+    assert bool(startable) == any(t == 0 for t, _ in schedule.rows())
+
+
+# ----- following a sound plan --------------------------------------------------------------
+def every_slot(inst: Instance, slot: dict[str, Placement]) -> Plan:
+    return Plan(inst.horizon, [dict(slot) for _ in range(inst.horizon)])
+
+
+def triples(schedule, t: int) -> set:
+    return {(a.job, a.machine, a.workers, a.ps) for s in schedule.slots if s.t == t
+            for a in s.allocations}
+
+
+@pytest.mark.parametrize("fill", [False, True])
+def test_a_plan_that_changes_nothing_keeps_its_triples(fill):
+    inst = B.instance(B.two_racks(), B.job("a", max_workers=4, restart_seconds=4),
+                      B.job("b", max_workers=2, worker_gbps=2, ps_gbps=4), T=4)
+    plan = every_slot(inst, {"a": Placement("tor0", {"a0": (2, 2), "a1": (2, 2)}),
+                             "b": Placement("b0", {"b0": (2, 1)})})
+    schedule = realise(inst, plan, fill=fill)
+    want = {("a", "a0", 2, 2), ("a", "a1", 2, 2), ("b", "b0", 2, 1)}
+    assert all(triples(schedule, t) == want for t in range(4))
+    assert score(inst, schedule).reconfigurations == 2  # the first starts only
+
+
+def test_no_reconfiguration_for_no_gain_when_a_restart_costs_the_slot():
+    inst = B.instance(B.two_racks(), B.job("j", restart_seconds=10, max_workers=2), T=3)
+    plan = Plan(3, [{"j": Placement("a0", {"a0": (2, 2)})},
+                    {"j": Placement("a1", {"a1": (2, 2)})},   # same speed elsewhere: no gain
+                    {"j": Placement("b0", {"b0": (2, 2)})}])
+    schedule = realise(inst, plan, fill=False)
+    assert [triples(schedule, t) for t in range(3)] == [{("j", "a0", 2, 2)}] * 3
+
+
+def test_a_reconfiguration_that_pays_for_its_restart_is_made():
+    # 4 workers instead of 1 more than make up for a 5 s restart of a 10 s slot
+    inst = B.instance(B.two_racks(), B.job("j", restart_seconds=5, max_workers=4), T=3)
+    plan = Plan(3, [{"j": Placement("a0", {"a0": (1, 1)})},
+                    {"j": Placement("a1", {"a1": (4, 4)})},
+                    {"j": Placement("a1", {"a1": (4, 4)})}])
+    schedule = realise(inst, plan, fill=False)
+    assert triples(schedule, 1) == triples(schedule, 2) == {("j", "a1", 4, 4)}
+
+
+def test_counts_are_clamped_and_ps_recomputed_beside_the_workers():
+    inst = B.instance(B.two_racks(), B.job("big", max_workers=4, worker_gbps=2, ps_gbps=1),
+                      B.job("small", min_workers=3), T=1)
+    plan = Plan(1, [{"big": Placement("a0", {"a0": (50, 0)}),
+                     "small": Placement("b0", {"b0": (1, 7)})}])
+    schedule = realise(inst, plan, fill=False)
+    assert triples(schedule, 0) == {("big", "a0", 4, 8), ("small", "b0", 3, 3)}
+
+
+def test_tasks_outside_a_known_domain_move_into_it_and_unknown_domains_use_the_lca():
+    inst = B.instance(B.two_racks(), B.job("x", max_workers=2), B.job("y", max_workers=2), T=1)
+    plan = Plan(1, [{"x": Placement("tor1", {"a0": (2, 2)}),
+                     "y": Placement("no-such-node", {"a1": (1, 1), "ghost": (1, 1)})}])
+    schedule = realise(inst, plan, fill=False)
+    x = {a.machine for a in schedule.slots[0].allocations if a.job == "x"}
+    assert x <= {"b0", "b1"}
+    assert triples(schedule, 0) >= {("y", "a1", 1, 1)}
+
+
+def test_a_job_that_completes_keeps_only_the_workers_it_needs():
+    # 30 batches of 1 s in a 10 s slot: 3 workers complete it in slot 0, 8 are not needed
+    inst = B.instance(B.two_racks(), B.job("j", work_batches=30), T=2)
+    plan = every_slot(inst, {"j": Placement("a0", {"a0": (8, 8)})})
+    schedule = realise(inst, plan)
+    assert triples(schedule, 0) == {("j", "a0", 3, 3)}
+    assert triples(schedule, 1) == set()  # the plan's tasks after completion are dropped
+
+
+@pytest.mark.parametrize("work, slot1", [(60, ("j", "a0", 4, 4)), (50, ("j", "a0", 3, 3))])
+def test_trim_counts_the_restart_it_causes(work, slot1):
+    # slot 0 (first start, 2 s restart): 4 workers x 8 s = 32 batches, not complete.
+    # slot 1 with the same 4: 40 batches, no restart. Trimmed to 3, it restarts: 3 x 8 = 24.
+    # work 60 (28 left): 24 < 28, so the 4 stay; work 50 (18 left): 3 suffice, 2 do 16 < 18.
+    inst = B.instance(B.two_racks(), B.job("j", work_batches=work, max_workers=4,
+                                           restart_seconds=2), T=2)
+    plan = every_slot(inst, {"j": Placement("a0", {"a0": (4, 4)})})
+    schedule = realise(inst, plan)
+    assert triples(schedule, 0) == {("j", "a0", 4, 4)}
+    assert triples(schedule, 1) == {slot1}
+    assert score(inst, schedule).jobs[0].completion_slot == 1
+
+
+def test_fill_reuses_capacity_freed_by_an_early_completion():
+    inst = B.instance(B.single(), B.job("short", work_batches=40, max_workers=8),
+                      B.job("long", max_workers=8), T=3)
+    # the plan gives the whole machine to `short` for three slots and never runs `long`
+    plan = every_slot(inst, {"short": Placement("m0", {"m0": (8, 8)})})
+    schedule = realise(inst, plan)
+    # short needs 4 workers in slot 0 (trim), and long takes the other 4 at once
+    assert triples(schedule, 0) == {("short", "m0", 4, 4), ("long", "m0", 4, 4)}
+    assert triples(schedule, 1) == {("long", "m0", 8, 8)}  # grown: 8 workers beat a 0 s restart
+    assert realise(inst, plan, fill=False).slots[-1].t == 0  # without fill, nothing after slot 0
+
+
+def test_shrink_keeps_ps_beside_the_remaining_workers():
+    job = B.job("j", worker_gbps=1, ps_gbps=1)
+    tasks = {"a0": (3, 1), "a1": (1, 1), "b0": (0, 2)}
+    # workers leave the machines holding the fewest; PSs leave machines without workers,
+    # those holding the fewest first (so fewer machines stay in use)
+    assert shrink(job, tasks, 3) == {"a0": (3, 1), "b0": (0, 2)}
+    assert shrink(job, tasks, 2) == {"a0": (2, 1), "b0": (0, 1)}
+    assert shrink(job, tasks, 4) == tasks
+    assert validate(B.instance(B.two_racks(), job, T=1),
+                    B.sched((0, [("j", h, w, s) for h, (w, s) in shrink(job, tasks, 2).items()]))) == []
