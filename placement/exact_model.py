@@ -102,10 +102,10 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
             child_of[d, members] = k
     task = np.concatenate([core.w_idx, core.s_idx])
     task = task[~doms.is_local[core.dom[task]]]
-    n_child = max((len(kids) for kids in doms.children), default=0)
-    key = core.option[task] * max(n_child, 1) + child_of[core.dom[task], core.machine[task]]
-    u_key, u_of_task = np.unique(key, return_inverse=True)
-    u_opt = u_key // max(n_child, 1)
+    width = max((len(kids) for kids in doms.children), default=1) or 1
+    u_key, u_of_task = np.unique(core.option[task] * width + child_of[core.dom[task], core.machine[task]],
+                                 return_inverse=True)
+    u_opt = u_key // width
     n_u = len(u_key)
     u_idx = core.n + np.arange(n_u)
 
