@@ -217,11 +217,14 @@ class _SlotBuilder:
         index = self.inst.topology.machine_index
         raw = getattr(placement, "tasks", None)
         counts: dict[str, int] = {}
+        ps_counts: dict[str, int] = {}
         if isinstance(raw, Mapping):
             for h, pair in raw.items():
                 if h in index and isinstance(pair, (tuple, list)) and len(pair) == 2:
                     if (w := _count(pair[0])) > 0:
                         counts[h] = w
+                    if (s := _count(pair[1])) > 0:
+                        ps_counts[h] = s
         planned = sum(counts.values())
         if planned == 0:
             return None  # the plan keeps this job idle
@@ -232,7 +235,7 @@ class _SlotBuilder:
         inside = set(self.residual.machines_below(domain))
         kept = {h: w for h, w in counts.items() if h in inside}
         layout = _resize(kept, workers) if kept else {}
-        ps = {h: _count(raw[h][1]) for h in raw if h in inside} if layout == counts else {}
+        ps = {h: n for h, n in ps_counts.items() if h in inside} if layout == counts else {}
         tasks = None
         if sum(ps.values()) == job.min_ps(workers):  # the plan's own PSs, when right
             as_planned = {h: (layout.get(h, 0), ps.get(h, 0)) for h in {*layout, *ps}
