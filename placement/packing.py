@@ -231,8 +231,7 @@ class Residual:
         hs = self._below[v]
         room = np.minimum(self.worker_room(job, hs), job.max_workers + 1)
         child = self._anc[hs, min(self._node_depth[v] + 1, self._anc.shape[1] - 1)]
-        child = np.where(child >= 0, child, -1)
-        uniq, inv = np.unique(child, return_inverse=True)
+        _, inv = np.unique(child, return_inverse=True)
         group_room = np.bincount(inv, weights=room)[inv]
         index = self.instance.topology.machine_index
         pref = set(index[p] for p in prefer if p in index)
