@@ -8,7 +8,8 @@ Rules, slot by slot, over the jobs that have arrived and not completed:
    slot, so a short job that arrives can take capacity before a long one (preemption).
 2. Stable allocations: a job that ran last slot keeps exactly its task set if it still
    fits (no restart), unless another placement finishes it in fewer slots despite the
-   restart it costs; no other reconfiguration is made.
+   restart it costs; starting jobs are packed around the previous task sets and evict
+   one (later in the order) only when they cannot start at all otherwise.
 3. Local-first packing, PSs beside workers: a job that starts gets the placement that
    finishes it soonest among the largest local one (a machine with the largest
    local_gbps, tightest fit) and the largest spread one in the smallest subtree that holds

@@ -38,6 +38,10 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    not running resumes its previous task set if it fits (no restart), unless a new
    placement finishes it in fewer slots; otherwise it starts with the placement that
    finishes it soonest (then fewest workers, then fastest, local before spread).
+   Before this pass, the previous task sets of jobs not yet placed are reserved in the
+   same order, so a starting job is packed around them (no gratuitous migration); it
+   evicts the reservations of jobs after it in the order only if it cannot start at all
+   otherwise, and an evicted job then looks for room in its own turn.
    Capacity freed by early completions and trims is re-used this way.
 
 Candidate placements come from :class:`placement.packing.Residual`: local (a machine
