@@ -1,0 +1,431 @@
+"""The online scheduler: the library call a cluster manager makes every slot.
+
+The manager submits jobs, calls ``step(t)`` once per slot and acts on the allocations it
+returns, reports the progress the cluster measured, and says when jobs finish or
+machines fail. The scheduler keeps that truth, hands a :class:`~placement.online.policy.View`
+to the policy, and enforces MODEL.md on whatever the policy answers:
+
+- only active jobs (submitted, arrived, not finished or cancelled) get tasks;
+- shape (rule 3): min_workers <= W <= max_workers, S >= job.min_ps(W), no PS without
+  workers, only known machines and non-negative integer counts;
+- capacity and links (rules 1 and 4): decisions are packed into a fresh
+  :class:`~placement.packing.Residual` in the policy's dict order.
+
+A decision that breaks a rule is dropped for that slot (the job waits) and logged; it is
+never repaired, so the scheduler never reconfigures a job by itself. Rule 2's end of life
+is the manager's call (``finish``): a job runs until the cluster says it is done, even if
+the model thinks it should be (the cluster's truth may lag the model).
+
+In ``mode="commit"`` a :class:`~placement.online.policy.CommittingPolicy` fixes a job's
+future when it arrives; its commitment is executed unchanged (and still enforced). A job is
+committed again when its commitment runs out before the cluster reports it complete, or
+when a machine failure breaks it.
+
+Everything the scheduler knows is in :meth:`OnlineScheduler.state` (plain JSON), so a
+restarted manager resumes with :meth:`OnlineScheduler.from_state` and makes the same
+decisions an uninterrupted one would. Nothing here is random.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from placement.instance import Instance, InstanceError, Job
+from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict, View
+from placement.packing import Residual
+from placement.topology import Link, Machine, Topology
+
+__all__ = ["Drop", "MODES", "OnlineScheduler", "STATE_FORMAT"]
+
+logger = logging.getLogger(__name__)
+
+MODES = ("reoptimise", "commit")
+STATE_FORMAT = "placement-online-state/1"
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A policy decision the scheduler refused for slot ``t``, and why."""
+
+    t: int
+    job: str
+    reason: str
+
+
+@dataclass
+class _Entry:
+    """The scheduler's record of one submitted job (mutable: it changes every slot)."""
+
+    job: Job
+    done: float = 0.0
+    attained: float = 0.0
+    previous: TaskDict = field(default_factory=dict)
+    last_ran: int | None = None
+    commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
+
+    def view_state(self) -> JobState:
+        return JobState(self.job, self.done, self.attained, dict(self.previous), self.last_ran)
+
+
+class OnlineScheduler:
+    """Slot-by-slot placement of jobs that arrive over time (module docstring)."""
+
+    def __init__(self, topology: Topology, *, resources: Iterable[str] = ("gpu", "cpu", "mem"),
+                 policy: Policy | CommittingPolicy, lookahead: int = 8, slot_seconds: float,
+                 mode: str = "reoptimise"):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        hook = "commit" if mode == "commit" else "decide"
+        if not callable(getattr(policy, hook, None)):
+            raise ValueError(f"mode {mode!r} needs a policy with a {hook}() method; "
+                             f"{type(policy).__name__} has none")
+        if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
+            raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
+        if (isinstance(slot_seconds, bool) or not isinstance(slot_seconds, (int, float, np.number))
+                or not math.isfinite(slot_seconds) or slot_seconds <= 0):
+            raise ValueError(f"slot_seconds must be a positive number, got {slot_seconds!r}")
+        self.policy = policy
+        self.mode = mode
+        self.lookahead = int(lookahead)
+        self.slot_seconds = float(slot_seconds)
+        self.resources = tuple(resources)
+        self._topology = self._checked(topology)
+        self._jobs: dict[str, _Entry] = {}      # submitted and still open, in submission order
+        self._closed: dict[str, str] = {}       # id -> "finished" | "cancelled"
+        self._unrunnable: set[str] = set()      # open jobs that fit nowhere on the current cluster
+        self._last_t: int | None = None
+        self.dropped: list[Drop] = []           # the last step's refused decisions
+        self.drops_total = 0
+
+    # ----- the cluster ---------------------------------------------------------------------
+    @property
+    def topology(self) -> Topology:
+        return self._topology
+
+    @property
+    def last_slot(self) -> int | None:
+        """The last slot stepped (None before the first step)."""
+        return self._last_t
+
+    def _checked(self, topology: Topology) -> Topology:
+        """``topology`` if its machines use only the declared resources (Instance's check)."""
+        try:
+            Instance(self.slot_seconds, 1, self.resources, topology, ())
+        except InstanceError as exc:
+            raise ValueError(f"cluster: {exc}") from None
+        return topology
+
+    def _why_unrunnable(self, job: Job, topology: Topology) -> str | None:
+        """Instance's fits-somewhere check of one job on ``topology`` (None: it can run)."""
+        try:
+            Instance(self.slot_seconds, job.arrival + 1, self.resources, topology, (job,))
+        except InstanceError as exc:
+            return exc.reason if exc.path.startswith("jobs[0]") else str(exc)
+        return None
+
+    def _set_topology(self, topology: Topology) -> None:
+        self._topology = topology
+        was = self._unrunnable
+        self._unrunnable = {j for j, e in self._jobs.items() if self._why_unrunnable(e.job, topology)}
+        for j in sorted(self._unrunnable - was):
+            logger.warning("job %s fits nowhere on the cluster now; it waits for a machine", j)
+        for j in sorted(was - self._unrunnable):
+            logger.info("job %s fits on the cluster again", j)
+
+    def remove_machine(self, machine_id: str) -> list[str]:
+        """A machine failed or left: its tasks are gone. Returns the displaced jobs, which
+        the policy places again from the next step (commit mode: they are re-committed)."""
+        topo = self._topology
+        if machine_id not in topo.machine_index:
+            raise ValueError(f"unknown machine {machine_id!r}")
+        try:
+            new = Topology(tuple(m for m in topo.machines if m.id != machine_id), topo.switches,
+                           tuple(l for l in topo.links if machine_id not in (l.a, l.b)), topo.root)
+        except InstanceError as exc:
+            raise ValueError(f"cannot remove machine {machine_id!r}: {exc.reason}") from None
+        displaced = []
+        for job_id, e in self._jobs.items():
+            if machine_id in e.previous:
+                e.previous = {}
+                displaced.append(job_id)
+            if e.commitment and any(machine_id in tasks for s, tasks in e.commitment.items()
+                                    if self._last_t is None or s > self._last_t):
+                e.commitment = None
+                logger.info("commitment of job %s used machine %s: it is committed again", job_id, machine_id)
+        self._set_topology(new)
+        logger.info("machine %s removed; displaced jobs: %s", machine_id, ", ".join(displaced) or "none")
+        return displaced
+
+    def add_machine(self, machine: Machine, parent_switch: str, gbps: float) -> None:
+        """A machine joined (repair or growth) below ``parent_switch`` with a ``gbps`` link."""
+        topo = self._topology
+        if not isinstance(machine, Machine):
+            raise ValueError(f"machine must be a placement Machine, got {type(machine).__name__}")
+        if machine.id in topo.nodes:
+            raise ValueError(f"machine id {machine.id!r} is already a node of the cluster")
+        if parent_switch not in {s.id for s in topo.switches}:
+            raise ValueError(f"unknown switch {parent_switch!r} (a single-machine cluster has none)")
+        doc = topo.to_dict()
+        doc["machines"].append(machine.to_dict())
+        doc["links"].append({"a": machine.id, "b": parent_switch, "gbps": gbps})
+        try:
+            new = Topology.from_dict(doc)  # the file form's checks: positive finite numbers
+        except InstanceError as exc:
+            raise ValueError(f"cannot add machine {machine.id!r}: {exc}") from None
+        self._set_topology(self._checked(new))
+        logger.info("machine %s added below %s", machine.id, parent_switch)
+
+    # ----- jobs ----------------------------------------------------------------------------
+    def _open(self, job_id: str) -> _Entry:
+        if job_id in self._jobs:
+            return self._jobs[job_id]
+        if job_id in self._closed:
+            raise ValueError(f"job {job_id!r} is no longer active (it was {self._closed[job_id]})")
+        raise ValueError(f"unknown job {job_id!r} (never submitted)")
+
+    def submit(self, job: Job) -> None:
+        """Accept a job; it becomes active in slot ``job.arrival`` (not in the past)."""
+        if not isinstance(job, Job):
+            raise ValueError(f"submit needs a placement Job, got {type(job).__name__}")
+        if job.id in self._jobs or job.id in self._closed:
+            raise ValueError(f"duplicate job id {job.id!r}: a job with this id was already submitted")
+        nxt = 0 if self._last_t is None else self._last_t + 1
+        if self._last_t is not None and job.arrival < nxt:
+            raise ValueError(f"job {job.id!r}: arrival slot {job.arrival} is in the past "
+                             f"(the next slot is {nxt})")
+        why = self._why_unrunnable(job, self._topology)
+        if why:
+            raise ValueError(f"job {job.id!r} cannot run on this cluster: {why}")
+        self._jobs[job.id] = _Entry(job)
+
+    def report(self, job_id: str, batches_done: float) -> None:
+        """The cumulative mini-batches the cluster measured for ``job_id`` (the truth)."""
+        entry = self._open(job_id)
+        if (isinstance(batches_done, bool) or not isinstance(batches_done, (int, float, np.number))
+                or not math.isfinite(batches_done) or batches_done < 0):
+            raise ValueError(f"job {job_id!r}: batches_done must be a finite number >= 0, "
+                             f"got {batches_done!r}")
+        entry.done = float(batches_done)
+
+    def finish(self, job_id: str) -> None:
+        """The job completed: it leaves the active set."""
+        self._close(job_id, "finished")
+
+    def cancel(self, job_id: str) -> None:
+        """The job was cancelled: it leaves the active set."""
+        self._close(job_id, "cancelled")
+
+    def _close(self, job_id: str, how: str) -> None:
+        self._open(job_id)
+        del self._jobs[job_id]
+        self._unrunnable.discard(job_id)
+        self._closed[job_id] = how
+
+    # ----- one slot --------------------------------------------------------------------------
+    def step(self, t: int) -> dict[str, TaskDict]:
+        """Allocations for slot ``t`` (job -> machine -> (workers, ps)); every returned
+        allocation keeps MODEL.md. ``t`` must be the previous step's plus one."""
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise ValueError(f"step needs a slot number >= 0, got {t!r}")
+        t = int(t)
+        if self._last_t is not None and t != self._last_t + 1:
+            raise ValueError(f"step({t}) out of order: the previous step was {self._last_t}, "
+                             f"so the next must be step({self._last_t + 1})")
+        self.dropped = []
+        view = self.view(t)
+        if not view.jobs:
+            decisions: Mapping[str, Any] = {}
+        elif self.mode == "commit":
+            decisions = self._committed(view)
+        else:
+            decisions = self.policy.decide(view)
+        placed = self._enforce(view, decisions)
+        for job_id, e in self._jobs.items():
+            if e.job.arrival > t:
+                continue
+            tasks = placed.get(job_id, {})
+            e.previous = dict(tasks)
+            if tasks:
+                e.last_ran = t
+                e.attained += sum(w for w, _ in tasks.values()) * self.slot_seconds
+            if e.commitment:
+                e.commitment = {s: v for s, v in e.commitment.items() if s > t}
+        self._last_t = t
+        return {j: dict(tasks) for j, tasks in placed.items()}
+
+    def view(self, t: int) -> View:
+        """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
+        active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
+        instance = Instance(self.slot_seconds, t + self.lookahead, self.resources, self._topology,
+                            tuple(e.job for e in active), name=f"online-t{t}")
+        return View(t, instance, {e.job.id: e.view_state() for e in active}, self.lookahead)
+
+    def _drop(self, t: int, job_id: Any, reason: str) -> None:
+        drop = Drop(t, str(job_id), reason)
+        self.dropped.append(drop)
+        self.drops_total += 1
+        logger.warning("slot %d: decision for job %s dropped: %s", t, job_id, reason)
+
+    def _enforce(self, view: View, decisions: Any) -> dict[str, TaskDict]:
+        """The decisions that keep MODEL.md, packed in the policy's order."""
+        if not isinstance(decisions, Mapping):
+            self._drop(view.t, "*", f"the policy returned {type(decisions).__name__}, not a dict")
+            return {}
+        residual = view.residual()
+        placed: dict[str, TaskDict] = {}
+        for job_id, tasks in decisions.items():
+            clean = self._shape(view, job_id, tasks)
+            if isinstance(clean, str):
+                self._drop(view.t, job_id, clean)
+                continue
+            if not clean:
+                continue  # the policy lets the job wait
+            job = view.jobs[job_id].job
+            if not residual.fits(job, clean):
+                self._drop(view.t, job_id, f"tasks {clean} do not fit what is left of the slot "
+                           "(machine capacity or link bandwidth)")
+                continue
+            residual.place(job, clean)
+            placed[job_id] = clean
+        return placed
+
+    def _shape(self, view: View, job_id: Any, tasks: Any) -> TaskDict | str:
+        """``tasks`` without empty entries if the job may have them (rules 0, 2, 3), else
+        the reason they are refused."""
+        if not isinstance(job_id, str) or job_id not in view.jobs:
+            return self._not_active(job_id, view.t)
+        if not isinstance(tasks, Mapping):
+            return f"tasks must map machine -> (workers, ps), got {type(tasks).__name__}"
+        machines = self._topology.machine_index
+        clean: TaskDict = {}
+        for h, pair in tasks.items():
+            if not isinstance(h, str) or h not in machines:
+                return f"unknown machine {h!r}"
+            if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+                    or not all(_is_count(x) for x in pair)):
+                return f"machine {h}: {pair!r} is not a pair of integers >= 0"
+            w, s = int(pair[0]), int(pair[1])
+            if w or s:
+                clean[h] = (w, s)
+        job = view.jobs[job_id].job
+        W, S = sum(w for w, _ in clean.values()), sum(s for _, s in clean.values())
+        if W == 0:
+            return f"{S} PS without workers" if S else {}
+        if not job.min_workers <= W <= job.max_workers:
+            return f"{W} workers outside min_workers..max_workers = {job.min_workers}..{job.max_workers}"
+        if S < job.min_ps(W):
+            return f"{S} PS for {W} workers, needs at least {job.min_ps(W)}"
+        return clean
+
+    def _not_active(self, job_id: Any, t: int) -> str:
+        if job_id in self._jobs:
+            if job_id in self._unrunnable:
+                return "the job fits nowhere on the current cluster"
+            return f"the job arrives in slot {self._jobs[job_id].job.arrival}, not yet active"
+        if job_id in self._closed:
+            return f"the job is {self._closed[job_id]}"
+        return "unknown job"
+
+    # ----- commit mode ---------------------------------------------------------------------
+    def _committed(self, view: View) -> dict[str, TaskDict]:
+        """Commit every job that has no live commitment, then read slot ``t`` off them."""
+        t = view.t
+        for job_id in view.jobs:
+            e = self._jobs[job_id]
+            if e.commitment is None or not any(s >= t for s in e.commitment):
+                self._commit(view, e)
+        return {j: self._jobs[j].commitment[t] for j in view.jobs
+                if self._jobs[j].commitment and t in self._jobs[j].commitment}
+
+    def _commit(self, view: View, entry: _Entry) -> None:
+        entry.commitment = None
+        job_id = entry.job.id
+
+        def reserved(s: int) -> Residual:
+            res = view.residual()
+            for j in view.jobs:
+                tasks = (self._jobs[j].commitment or {}).get(s)
+                job = self._jobs[j].job
+                if tasks and res.fits(job, tasks):
+                    res.place(job, tasks)
+            return res
+
+        plan = self.policy.commit(view, job_id, reserved)
+        commitment: dict[int, TaskDict] = {}
+        if isinstance(plan, Mapping):
+            for s, tasks in plan.items():
+                if _is_count(s) and int(s) >= view.t and isinstance(tasks, Mapping):
+                    commitment[int(s)] = dict(tasks)
+                else:
+                    logger.warning("job %s: commitment entry for slot %r ignored", job_id, s)
+        else:
+            logger.warning("job %s: the policy's commitment is %s, not a dict", job_id, type(plan).__name__)
+        entry.commitment = commitment
+        logger.debug("slot %d: job %s committed for %d slots", view.t, job_id, len(commitment))
+
+    # ----- checkpoint ------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume (plain JSON types); a policy with ``state()`` adds its own."""
+        get = getattr(self.policy, "state", None)
+        return {
+            "format": STATE_FORMAT,
+            "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            "policy_state": get() if callable(get) else None,
+            "mode": self.mode, "lookahead": self.lookahead, "slot_seconds": self.slot_seconds,
+            "resources": list(self.resources), "topology": self._topology.to_dict(),
+            "last_slot": self._last_t, "drops_total": self.drops_total,
+            "closed": dict(self._closed),
+            "jobs": [{"job": e.job.to_dict(), "done": e.done, "attained": e.attained,
+                      "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
+                      "commitment": None if e.commitment is None else
+                      {str(s): _tasks_out(v) for s, v in e.commitment.items()}}
+                     for e in self._jobs.values()],
+        }
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], policy: Policy | CommittingPolicy) -> "OnlineScheduler":
+        """A scheduler that continues exactly where the one that wrote ``state`` stopped."""
+        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not an online scheduler state (expected format {STATE_FORMAT!r})")
+        try:
+            sched = cls(Topology.from_dict(state["topology"]), resources=state["resources"],
+                        policy=policy, lookahead=state["lookahead"],
+                        slot_seconds=state["slot_seconds"], mode=state["mode"])
+            name = getattr(policy, "name", None)
+            if name != state["policy"]:
+                logger.warning("resuming a state written with policy %r using policy %r",
+                               state["policy"], name)
+            load = getattr(policy, "load_state", None)
+            if state["policy_state"] is not None and callable(load):
+                load(state["policy_state"])
+            for i, raw in enumerate(state["jobs"]):
+                job = Job.from_dict(raw["job"], f"jobs[{i}].job")
+                sched._jobs[job.id] = _Entry(
+                    job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
+                    raw["last_ran"], None if raw["commitment"] is None else
+                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
+            sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
+            sched._last_t = state["last_slot"]
+            sched.drops_total = int(state["drops_total"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed online scheduler state: {exc!r}") from None
+        sched._unrunnable = {j for j, e in sched._jobs.items()
+                             if sched._why_unrunnable(e.job, sched._topology)}
+        return sched
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
+
+
+def _tasks_out(tasks: TaskDict) -> list[list[Any]]:
+    return [[h, int(w), int(s)] for h, (w, s) in tasks.items()]
+
+
+def _tasks_in(rows: Iterable[list[Any]]) -> TaskDict:
+    return {str(h): (int(w), int(s)) for h, w, s in rows}
