@@ -38,7 +38,7 @@ import numpy as np
 from placement.instance import Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict, View
 from placement.packing import Residual
-from placement.topology import Link, Machine, Topology
+from placement.topology import Machine, Topology
 
 __all__ = ["Drop", "MODES", "OnlineScheduler", "STATE_FORMAT"]
 
