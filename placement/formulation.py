@@ -70,11 +70,14 @@ class Decoder:
 
 
 def formulate(instance: Instance, *, start: int = 0, end: int | None = None,
-              remaining: dict[str, float] | None = None) -> tuple[Problem, Decoder]:
+              remaining: dict[str, float] | None = None,
+              domains: dict[str, set[str]] | None = None) -> tuple[Problem, Decoder]:
     """The placement MPC-IP over slots ``start..end-1`` (default: the whole horizon).
 
     ``remaining`` maps job id -> batches still to do (default: all ``work_batches``); jobs
-    with nothing left, or arriving after the window, are left out."""
+    with nothing left, or arriving after the window, are left out. ``domains`` optionally
+    limits a job (by id) to the named domains (machines or switches): a smaller model for
+    online use, whose value is then no longer a lower bound."""
     end = instance.horizon if end is None else end
     if not 0 <= start < end <= instance.horizon:
         raise ValueError(f"window {start}..{end} is not inside 0..{instance.horizon}")
@@ -84,7 +87,9 @@ def formulate(instance: Instance, *, start: int = 0, end: int | None = None,
     jobs = [j for j, job in enumerate(instance.jobs) if left[j] > 0 and max(job.arrival, start) < end]
     if not jobs:
         raise ValueError("no job has work left inside the window")
-    core = Core(instance, jobs, start, end)
+    allowed = None if domains is None else {
+        j: set(domains[instance.jobs[j].id]) for j in jobs if instance.jobs[j].id in domains}
+    core = Core(instance, jobs, start, end, allowed)
     bounds = [job_bound(instance, instance.jobs[j], left[j], end) for j in jobs]
 
     # progress variables after the core: p[j,t] per job-slot, then q[j] per job

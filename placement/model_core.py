@@ -98,8 +98,12 @@ class Core:
     ``upper`` and ``option`` (one id per (j, t, v)) describe every variable; the model
     appends its own variables after index ``n``."""
 
-    def __init__(self, instance: Instance, jobs: list[int], start: int, end: int):
+    def __init__(self, instance: Instance, jobs: list[int], start: int, end: int,
+                 allowed: dict[int, set[str]] | None = None):
+        """``allowed`` optionally restricts job j (by index) to the domains (node ids) named
+        (the online policy's pruning); a restricted model is no longer a lower bound."""
         self.instance, self.start, self.end = instance, start, end
+        self.allowed = allowed or {}
         self.domains = doms = Domains(instance)
         topo = instance.topology
         res = instance.resources
@@ -108,7 +112,7 @@ class Core:
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "job", "slot", "dom", "machine", "upper", "speed")}
         for j in jobs:
             job = instance.jobs[j]
-            pairs_d, pairs_h = self._pairs(job)
+            pairs_d, pairs_h = self._pairs(job, self.allowed.get(j))
             w_fit = np.array([min(job.max_workers, fit_count(job.worker, m.capacity)) for m in topo.machines], float)
             s_fit = np.array([min(job.min_ps(job.max_workers), fit_count(job.ps, m.capacity))
                               for m in topo.machines], float)
@@ -147,7 +151,7 @@ class Core:
         self.opt_y = np.zeros(self.n_opt, dtype=np.int64)
         self.opt_y[self.option[self.y_idx]] = self.y_idx
 
-    def _pairs(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
+    def _pairs(self, job: Job, allowed: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
         """(domain, machine) pairs worth a variable: a local domain whose machine holds
         min_workers workers with their PSs; a spread domain's machines that hold a worker
         or a PS, if there are two or more and together they hold min_workers workers."""
@@ -158,6 +162,8 @@ class Core:
         d_list: list[int] = []
         h_list: list[int] = []
         for d, members in enumerate(self.domains.machines):
+            if allowed is not None and self.domains.nodes[self.domains.node[d]] not in allowed:
+                continue
             if self.domains.is_local[d]:
                 if local_ok[members[0]]:
                     d_list.append(d)
