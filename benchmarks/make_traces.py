@@ -25,7 +25,6 @@ from placement.traces.philly import LOCAL_GPUS, REFERENCE_LOCAL_GBPS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "instances" / "traces"
-CLUSTER = "racks:4x8"
 
 #: file stem -> read_philly keyword arguments.
 SAMPLES = {
@@ -106,7 +105,8 @@ def render(philly: Path | None) -> dict[str, str]:
             path = Path(tmp) / f"{stem}.csv"
             write_joblist(jobs, path)
             files[path.name] = path.read_text(encoding="utf-8")
-            assert read_joblist(path) == jobs  # the format round-trips exactly
+            if read_joblist(path) != jobs:
+                raise RuntimeError(f"{stem}: the job list does not read back exactly")
             inst = instance_from_jobs(jobs, racks(4, 8), slot_seconds=kwargs["slot_seconds"],
                                       name=stem)
             call = ", ".join(f"{k}={v}" for k, v in kwargs.items())
