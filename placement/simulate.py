@@ -287,6 +287,9 @@ class _Run:
             self.arriving.setdefault(j.arrival, []).append(j)
         self.events: dict[int, list[Event]] = {}
         for e in events:
+            if not isinstance(e, (*_MACHINE_EVENTS, Restart)):
+                raise ValueError(f"unknown event {e!r}: expected RemoveMachine, RepairMachine, "
+                                 "AddMachine or Restart")
             self.events.setdefault(e.t, []).append(e)
         self.all_events = events
         self.resources, self.slot_seconds, self.cap, self.name = resources, slot_seconds, cap, name

@@ -13,6 +13,7 @@ import pytest
 
 from placement.evaluate import validate
 from placement.generate import generate
+from placement.instance import Instance
 from placement.online.greedy_policy import GreedyPolicy
 from placement.online.policy import CommittingPolicy, Policy, View
 from placement.online.scheduler import OnlineScheduler
@@ -317,6 +318,17 @@ def test_a_checkpoint_resumes_with_exactly_the_same_decisions():
     assert sum(map(len, plain)) > 0
     for k in (1, inst.horizon // 2):
         assert _drive(inst, GreedyPolicy, restart_at=k) == plain
+
+
+def test_the_view_holds_the_active_jobs_as_a_checked_instance_would():
+    s = scheduler(lookahead=3)
+    for j in (B.job("a"), B.job("b", arrival=2), B.job("c")):
+        s.submit(j)
+    s.finish("c")
+    view = s.view(1)
+    assert list(view.jobs) == ["a"] and view.t == 1 and view.lookahead == 3
+    assert view.instance == Instance(10, 4, RES, s.topology, (B.job("a"),), name="online-t1")
+    assert view.instance.job_index == {"a": 0}
 
 
 def test_from_state_rejects_other_documents():

@@ -159,6 +159,8 @@ def test_argument_and_event_errors(inst):
     for text in ("remove:m0", "x:remove:m0", "3:explode:m0", "3:remove:"):
         with pytest.raises(ValueError, match="expected T:remove"):
             parse_event(text)
+    with pytest.raises(ValueError, match="unknown event"):
+        simulate(inst, policy=GreedyPolicy(), events=["3:restart"])
     assert parse_event("3:restart") == Restart(3)
     assert parse_event("3:remove:m0") == RemoveMachine(3, "m0")
 
