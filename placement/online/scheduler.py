@@ -18,8 +18,9 @@ the model thinks it should be (the cluster's truth may lag the model).
 
 In ``mode="commit"`` a :class:`~placement.online.policy.CommittingPolicy` fixes a job's
 future when it arrives; its commitment is executed unchanged (and still enforced). A job is
-committed again when its commitment runs out before the cluster reports it complete, or
-when a machine failure breaks it.
+committed again when its commitment runs out before the manager finishes it (the truth
+lagged the model), or when a machine failure breaks it; an empty commitment is a rejection
+(admission control): that job never runs and stays open until the manager cancels it.
 
 Everything the scheduler knows is in :meth:`OnlineScheduler.state` (plain JSON), so a
 restarted manager resumes with :meth:`OnlineScheduler.from_state` and makes the same
@@ -154,8 +155,7 @@ class OnlineScheduler:
             if machine_id in e.previous:
                 e.previous = {}
                 displaced.append(job_id)
-            if e.commitment and any(machine_id in tasks for s, tasks in e.commitment.items()
-                                    if self._last_t is None or s > self._last_t):
+            if e.commitment and any(machine_id in tasks for tasks in e.commitment.values()):
                 e.commitment = None
                 logger.info("commitment of job %s used machine %s: it is committed again", job_id, machine_id)
         self._set_topology(new)
@@ -254,8 +254,8 @@ class OnlineScheduler:
             if tasks:
                 e.last_ran = t
                 e.attained += sum(w for w, _ in tasks.values()) * self.slot_seconds
-            if e.commitment:
-                e.commitment = {s: v for s, v in e.commitment.items() if s > t}
+            if e.commitment:  # a plan that ran out before the job finished is redone
+                e.commitment = {s: v for s, v in e.commitment.items() if s > t} or None
         self._last_t = t
         return {j: dict(tasks) for j, tasks in placed.items()}
 
@@ -335,11 +335,13 @@ class OnlineScheduler:
 
     # ----- commit mode ---------------------------------------------------------------------
     def _committed(self, view: View) -> dict[str, TaskDict]:
-        """Commit every job that has no live commitment, then read slot ``t`` off them."""
+        """Commit every job that is due (new, plan ran out, or broken by a failure), then
+        read slot ``t`` off the commitments. An empty commitment is the policy's rejection
+        (OASiS admission control): the job is not asked about again and never runs."""
         t = view.t
         for job_id in view.jobs:
             e = self._jobs[job_id]
-            if e.commitment is None or not any(s >= t for s in e.commitment):
+            if e.commitment is None:
                 self._commit(view, e)
         return {j: self._jobs[j].commitment[t] for j in view.jobs
                 if self._jobs[j].commitment and t in self._jobs[j].commitment}
@@ -368,7 +370,10 @@ class OnlineScheduler:
         else:
             logger.warning("job %s: the policy's commitment is %s, not a dict", job_id, type(plan).__name__)
         entry.commitment = commitment
-        logger.debug("slot %d: job %s committed for %d slots", view.t, job_id, len(commitment))
+        if commitment:
+            logger.debug("slot %d: job %s committed for %d slots", view.t, job_id, len(commitment))
+        else:
+            logger.info("slot %d: the policy rejected job %s; it will not run", view.t, job_id)
 
     # ----- checkpoint ------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:

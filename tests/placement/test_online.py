@@ -411,6 +411,18 @@ def test_commit_mode_recommits_a_job_whose_plan_ran_out():
     assert len(policy.log) >= 2 and result.unfinished == ()
 
 
+def test_an_empty_commitment_is_a_rejection_that_is_not_retried():
+    class Reject(Reserve):
+        def commit(self, view, job_id, reserved):
+            self.log.append((view.t, job_id, {}))
+            return {}
+    policy = Reject()
+    result = simulate(B.instance(B.single(), B.job("a", work_batches=10), T=5), policy=policy,
+                      mode="commit", horizon=6)
+    assert [(t, j) for t, j, _ in policy.log] == [(0, "a")]
+    assert result.unfinished == ("a",) and result.schedule.slots == ()
+
+
 def test_commit_state_round_trips():
     a = B.job("a", work_batches=300, max_workers=6)
     inst = B.instance(B.single(), a, replace(a, id="b", arrival=1), T=20)
