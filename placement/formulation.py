@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from placement.instance import Instance, Job
-from placement.model_core import Core, Rows, fit_count, local_count
+from placement.model_core import Core, Rows, fit_table
 from placement.plan import Plan
 from solvers.problem import Problem
 
@@ -44,12 +44,13 @@ def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBo
     cluster holds at the spread rate (restart losses only slow a job down)."""
     dt = instance.slot_seconds
     machines = instance.topology.machines
-    best = 0.0
-    for m in machines:
-        here = local_count(job, m.capacity)
-        if here >= job.min_workers:
-            best = max(best, here / job.batch_time(m.local_gbps))
-    room = min(job.max_workers, sum(fit_count(job.worker, m.capacity) for m in machines))
+    cap = np.array([[m.capacity.get(r, 0) for r in instance.resources] for m in machines], dtype=float)
+    fits = fit_table(job, cap, instance.resources)
+    local_gbps = np.array([m.local_gbps for m in machines])
+    thetas = job.batch_seconds + 2 * job.gradient_mb * 0.008 / local_gbps
+    ok = fits.local >= job.min_workers
+    best = float((fits.local[ok] / thetas[ok]).max()) if ok.any() else 0.0
+    room = min(job.max_workers, int(fits.workers.sum()))
     if len(machines) > 1 and room >= job.min_workers:
         best = max(best, room / job.batch_time(job.worker_gbps))
     rate_cap = best * dt / remaining

@@ -9,7 +9,6 @@ triplets that a model assembles once it knows its total column count.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,20 +73,33 @@ class Domains:
             [[topo.machine_index[h] for h in topo.below(c)] for c in sorted(children[n])] for n in spread]
 
 
-def fit_count(demand: dict[str, float], capacity: dict[str, float]) -> int:
-    """How many tasks of ``demand`` fit on a machine of ``capacity`` alone."""
-    counts = [math.floor(min((capacity.get(r, 0) + TOL) / a, 1e9)) for r, a in demand.items() if a > 0]
-    return min(counts, default=10**9)
+@dataclass(frozen=True)
+class FitTable:
+    """Per machine, for one job: workers that fit alone (at most U), PSs that fit alone (at
+    most min_ps(U)), and the most workers that fit *with their PSs* (a local placement)."""
+
+    workers: np.ndarray
+    ps: np.ndarray
+    local: np.ndarray
 
 
-def local_count(job: Job, capacity: dict[str, float]) -> int:
-    """Most workers of ``job`` one machine holds together with their PSs."""
-    w = min(job.max_workers, fit_count(job.worker, capacity))
-    names = set(job.worker) | set(job.ps)
-    while w > 0 and any(w * job.worker.get(r, 0) + job.min_ps(w) * job.ps.get(r, 0)
-                        > capacity.get(r, 0) + TOL for r in names):
-        w -= 1
-    return w
+def fit_table(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:
+    """Vectorised over machines (``cap`` is machines x resources)."""
+    alpha = np.array([job.worker.get(r, 0) for r in resources], dtype=float)
+    beta = np.array([job.ps.get(r, 0) for r in resources], dtype=float)
+
+    def alone(demand: np.ndarray, most: int) -> np.ndarray:
+        need = demand > 0
+        if not need.any():
+            return np.full(len(cap), most, dtype=np.int64)
+        per = np.floor(np.minimum((cap[:, need] + TOL) / demand[need], 1e9)).min(axis=1)
+        return np.minimum(per, most).astype(np.int64)
+
+    ws = np.arange(1, job.max_workers + 1)
+    need = ws[:, None] * alpha + np.array([job.min_ps(int(w)) for w in ws])[:, None] * beta
+    ok = (need[None, :, :] <= cap[:, None, :] + TOL).all(axis=2)
+    return FitTable(alone(alpha, job.max_workers), alone(beta, job.min_ps(job.max_workers)),
+                    ok.sum(axis=1).astype(np.int64))
 
 
 class Core:
@@ -112,10 +124,9 @@ class Core:
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "job", "slot", "dom", "machine", "upper", "speed")}
         for j in jobs:
             job = instance.jobs[j]
-            pairs_d, pairs_h = self._pairs(job, self.allowed.get(j))
-            w_fit = np.array([min(job.max_workers, fit_count(job.worker, m.capacity)) for m in topo.machines], float)
-            s_fit = np.array([min(job.min_ps(job.max_workers), fit_count(job.ps, m.capacity))
-                              for m in topo.machines], float)
+            fits = fit_table(job, self.cap, res)
+            pairs_d, pairs_h = self._pairs(job, fits, self.allowed.get(j))
+            w_fit, s_fit = fits.workers.astype(float), fits.ps.astype(float)
             theta = np.where(doms.is_local[pairs_d],
                              job.batch_seconds + 2 * job.gradient_mb * 0.008 / local_gbps[pairs_h],
                              job.batch_time(job.worker_gbps))
@@ -151,14 +162,13 @@ class Core:
         self.opt_y = np.zeros(self.n_opt, dtype=np.int64)
         self.opt_y[self.option[self.y_idx]] = self.y_idx
 
-    def _pairs(self, job: Job, allowed: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
+    def _pairs(self, job: Job, fits: FitTable, allowed: set[str] | None) -> tuple[np.ndarray, np.ndarray]:
         """(domain, machine) pairs worth a variable: a local domain whose machine holds
         min_workers workers with their PSs; a spread domain's machines that hold a worker
         or a PS, if there are two or more and together they hold min_workers workers."""
-        machines = self.instance.topology.machines
-        local_ok = [local_count(job, m.capacity) >= job.min_workers for m in machines]
-        w_fit = [min(job.max_workers, fit_count(job.worker, m.capacity)) for m in machines]
-        any_fit = [w_fit[h] >= 1 or fit_count(job.ps, m.capacity) >= 1 for h, m in enumerate(machines)]
+        local_ok = fits.local >= job.min_workers
+        w_fit = fits.workers
+        any_fit = (fits.workers >= 1) | (fits.ps >= 1)
         d_list: list[int] = []
         h_list: list[int] = []
         for d, members in enumerate(self.domains.machines):
@@ -170,7 +180,7 @@ class Core:
                     h_list.append(members[0])
             else:
                 useful = [h for h in members if any_fit[h]]
-                if len(useful) >= 2 and sum(w_fit[h] for h in useful) >= job.min_workers:
+                if len(useful) >= 2 and int(w_fit[useful].sum()) >= job.min_workers:
                     d_list += [d] * len(useful)
                     h_list += useful
         return np.array(d_list, dtype=np.int64), np.array(h_list, dtype=np.int64)

@@ -1,0 +1,233 @@
+"""The aggregated placement model: one worker count and one PS count per (job, slot,
+domain) instead of one per machine — for decisions that must be fast (online, large
+clusters). docs/formulation.md, section 'Aggregated model'.
+
+Variables per job j, slot t >= a_j and domain d of j: y (binary), W and S (integers),
+plus p[j,t] and q[j] exactly as in :mod:`placement.formulation`. Rows:
+- capacity per (t, node u, resource r): the W/S of every option whose domain lies in
+  u's subtree use at most the subtree's total capacity (for u a machine this is the
+  exact machine row of the jobs local to it; spread jobs count at every subtree that
+  contains their domain);
+- links per (t, spread domain v): every task of a job spread below v crosses the uplink
+  of the child it sits under, so sum (worker_gbps W + ps_gbps S) <= the summed uplink
+  capacity of v's populated children;
+- shape per option: L y <= W <= U y, S >= kappa W, S >= y; one domain per job-slot
+  (choice group); progress p[j,t] <= sum_d speed_d W / B_j; work sum_t p + q >= 1 - 1e-9.
+Every valid schedule maps to a feasible point of this model with the same objective
+terms (its per-machine rows imply the aggregated ones), so with all domains allowed the
+LP value is again a lower bound on the optimal weighted JCT — weaker than the
+per-machine model's, as it forgets how tasks split between machines.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from placement.formulation import WORK, JobBound, job_bound
+from placement.instance import Instance
+from placement.model_core import Domains, Rows, fit_table
+from placement.plan import Placement, Plan
+from solvers.problem import ChoiceGroup, Option, Problem
+
+_W, _S, _Y = 0, 1, 2
+
+
+class AggregateDecoder:
+    """Rounded (domain, W, S) per job-slot back to a Plan: local domains exactly, spread
+    domains split over the domain's machines, most room first (the realiser repairs)."""
+
+    def __init__(self, instance: Instance, domains: Domains, opt_job, opt_slot, opt_dom, index, split, n_core):
+        self.instance, self.domains = instance, domains
+        self.opt_job, self.opt_slot, self.opt_dom, self.index = opt_job, opt_slot, opt_dom, index
+        self.split, self.n_core = split, n_core
+
+    def plan(self, x: np.ndarray) -> Plan:
+        inst = self.instance
+        plan = Plan(inst.horizon)
+        y, w, s = (np.rint(x[self.index[:, k]]).astype(np.int64) for k in (_Y, _W, _S))
+        machines = [m.id for m in inst.topology.machines]
+        for o in np.flatnonzero((y == 1) & (w > 0)):
+            d = int(self.opt_dom[o])
+            tasks = self._spread(self.split[o], int(w[o]), int(s[o]), machines)
+            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = Placement(
+                self.domains.nodes[self.domains.node[d]], tasks)
+        return plan
+
+    @staticmethod
+    def _spread(order: list[tuple[int, int]], workers: int, ps: int, machines: list[str]) -> dict[str, tuple[int, int]]:
+        """Fill machines (h, room) in order with workers, then one PS per worker machine
+        round-robin until ``ps`` are placed."""
+        tasks: dict[str, list[int]] = {}
+        left = workers
+        for h, room in order:
+            take = min(left, room)
+            if take > 0:
+                tasks[machines[h]] = [take, 0]
+                left -= take
+            if left == 0:
+                break
+        if left > 0 and order:
+            tasks.setdefault(machines[order[0][0]], [0, 0])[0] += left
+        hosts = list(tasks) or [machines[order[0][0]]]
+        for k in range(ps):
+            tasks.setdefault(hosts[k % len(hosts)], [0, 0])[1] += 1
+        return {h: (v[0], v[1]) for h, v in tasks.items()}
+
+
+def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None = None,
+                         remaining: dict[str, float] | None = None,
+                         domains: dict[str, set[str]] | None = None) -> tuple[Problem, AggregateDecoder]:
+    """The aggregated model over slots ``start..end-1``; arguments as
+    :func:`placement.formulation.formulate`."""
+    end = instance.horizon if end is None else end
+    if not 0 <= start < end <= instance.horizon:
+        raise ValueError(f"window {start}..{end} is not inside 0..{instance.horizon}")
+    topo, dt = instance.topology, instance.slot_seconds
+    doms = Domains(instance)
+    nodes = topo.nodes
+    node_index = {n: i for i, n in enumerate(nodes)}
+    res = instance.resources
+    cap = np.array([[m.capacity.get(r, 0) for r in res] for m in topo.machines], dtype=float)
+    local_gbps = np.array([m.local_gbps for m in topo.machines])
+    anc, depth, up_link = topo.ancestor_table
+    node_depth = np.array([topo.depth(n) for n in nodes])
+    # subtree capacity per node, and the nodes each domain lies below (itself included)
+    sub_cap = np.zeros((len(nodes), len(res)))
+    for h in range(len(topo.machines)):
+        sub_cap[anc[h, : depth[h] + 1]] += cap[h]
+    dom_up = [[node_index[a] for a in topo.ancestors(nodes[doms.node[d]])] for d in range(len(doms.node))]
+    child_uplink = np.zeros(len(doms.node))
+    for d, members in enumerate(doms.machines):
+        if not doms.is_local[d]:
+            kids = {int(anc[h, node_depth[doms.node[d]] + 1]) for h in members}
+            child_uplink[d] = sum(topo.links[up_link[c]].gbps for c in kids)
+
+    left = {j: (job.work_batches if remaining is None else remaining.get(job.id, 0.0))
+            for j, job in enumerate(instance.jobs)}
+    jobs = [j for j, job in enumerate(instance.jobs) if left[j] > 0 and max(job.arrival, start) < end]
+    if not jobs:
+        raise ValueError("no job has work left inside the window")
+    bounds: list[JobBound] = [job_bound(instance, instance.jobs[j], left[j], end) for j in jobs]
+
+    # ---- options: per job its domains with (upper W, upper S, speed, machine split) -----
+    o_job, o_slot, o_dom, o_uw, o_us, o_speed, o_split = [], [], [], [], [], [], []
+    for j in jobs:
+        job = instance.jobs[j]
+        allow = None if domains is None else domains.get(job.id)
+        fits = fit_table(job, cap, res)
+        w_fit, s_fit = fits.workers, fits.ps
+        per_job = []
+        for d, members in enumerate(doms.machines):
+            if allow is not None and nodes[doms.node[d]] not in allow:
+                continue
+            if doms.is_local[d]:
+                h = members[0]
+                uw = int(fits.local[h])
+                if uw < job.min_workers:
+                    continue
+                speed = dt / job.batch_time(local_gbps[h])
+                split = [(h, uw)]
+                us = job.min_ps(uw)
+            else:
+                useful = [h for h in members if w_fit[h] >= 1 or s_fit[h] >= 1]
+                uw = min(job.max_workers, int(w_fit[useful].sum()) if useful else 0)
+                if len(useful) < 2 or uw < job.min_workers:
+                    continue
+                speed = dt / job.batch_time(job.worker_gbps)
+                split = sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1])
+                us = int(s_fit[useful].sum())
+            per_job.append((d, uw, max(us, 1), speed, split))
+        for t in range(max(job.arrival, start), end):
+            for d, uw, us, speed, split in per_job:
+                o_job.append(j); o_slot.append(t); o_dom.append(d)
+                o_uw.append(uw); o_us.append(us); o_speed.append(speed); o_split.append(split)
+    n_opt = len(o_job)
+    o_job, o_slot, o_dom = (np.array(a, dtype=np.int64) for a in (o_job, o_slot, o_dom))
+    o_uw, o_us, o_speed = (np.array(a, dtype=float) for a in (o_uw, o_us, o_speed))
+    index = np.arange(3 * n_opt).reshape(n_opt, 3)  # columns W, S, Y of each option
+
+    slot_list = [np.arange(max(instance.jobs[j].arrival, start), end) for j in jobs]
+    p_job = np.concatenate([np.full(len(s), k) for k, s in enumerate(slot_list)])
+    p_slot = np.concatenate(slot_list)
+    n_p, n_q = len(p_job), len(jobs)
+    p_idx = 3 * n_opt + np.arange(n_p)
+    q_idx = 3 * n_opt + n_p + np.arange(n_q)
+    n = 3 * n_opt + n_p + n_q
+    pos = {j: k for k, j in enumerate(jobs)}
+    o_k = np.array([pos[j] for j in o_job.tolist()], dtype=np.int64)
+    weight = np.array([instance.jobs[j].weight for j in jobs])
+
+    cost = np.zeros(n)
+    cost[p_idx] = weight[p_job] * dt * (p_slot + 1)
+    cost[q_idx] = weight * np.array([b.overflow for b in bounds])
+    offset = float(sum(instance.jobs[j].weight * dt * (b.packing - instance.jobs[j].arrival)
+                       for j, b in zip(jobs, bounds)))
+    upper = np.zeros(n)
+    upper[index[:, _W]], upper[index[:, _S]], upper[index[:, _Y]] = o_uw, o_us, 1.0
+    upper[p_idx] = np.minimum(1.0, [bounds[k].rate_cap for k in p_job])
+    upper[q_idx] = 1.0
+    integer = np.zeros(n, dtype=bool)
+    integer[: 3 * n_opt] = True
+
+    # ---- packing: subtree capacity (t, u, r) and spread-domain uplinks (t, v) ---------
+    alpha = np.array([[instance.jobs[j].worker.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
+    beta = np.array([[instance.jobs[j].ps.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
+    R, N, T0 = len(res), len(nodes), start
+    depth_max = max(len(a) for a in dom_up)
+    up_table = np.full((len(doms.node), depth_max), -1, dtype=np.int64)
+    for d, chain in enumerate(dom_up):
+        up_table[d, : len(chain)] = chain
+    rows_k, cols, vals = [], [], []
+    for level in range(depth_max):
+        u = up_table[o_dom, level]
+        for r in range(R):
+            for var, demand in ((_W, alpha[:, r]), (_S, beta[:, r])):
+                on = (u >= 0) & (demand > 0)
+                rows_k.append(((o_slot[on] - T0) * N + u[on]) * R + r)
+                cols.append(index[on, var])
+                vals.append(demand[on])
+    n_cap = (end - start) * N * R
+    spread = np.flatnonzero(~doms.is_local[o_dom])
+    wg = np.array([instance.jobs[j].worker_gbps for j in o_job.tolist()])
+    pg = np.array([instance.jobs[j].ps_gbps for j in o_job.tolist()])
+    link_key = n_cap + (o_slot[spread] - T0) * len(doms.node) + o_dom[spread]
+    rows_k += [link_key, link_key]
+    cols += [index[spread, _W], index[spread, _S]]
+    vals += [wg[spread], pg[spread]]
+    rhs_full = np.concatenate([np.tile(sub_cap.reshape(-1), end - start), np.tile(child_uplink, end - start)])
+    packing = Rows()
+    keys = np.concatenate(rows_k)
+    if len(keys):
+        used, row = np.unique(keys, return_inverse=True)
+        packing.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
+    A, _, b = packing.matrix(n)
+
+    C = sp.csr_array((np.ones(n_p + n_q), (np.concatenate([p_job, np.arange(n_q)]),
+                                           np.concatenate([p_idx, q_idx]))), shape=(n_q, n))
+    general = Rows()
+    jobs_o = [instance.jobs[j] for j in o_job.tolist()]
+    U = np.array([jb.max_workers for jb in jobs_o], dtype=float)
+    L = np.array([jb.min_workers for jb in jobs_o], dtype=float)
+    kappa = np.array([jb.kappa for jb in jobs_o])
+    tol = np.array([1e-9 / jb.ps_gbps for jb in jobs_o])
+    ar = np.arange(n_opt)
+    W_, S_, Y_ = index[:, _W], index[:, _S], index[:, _Y]
+    general.add(n_opt, [(ar, W_, 1.0), (ar, Y_, -U)], -np.inf, 0.0)
+    general.add(n_opt, [(ar, W_, 1.0), (ar, Y_, -L)], 0.0, np.inf)
+    general.add(n_opt, [(ar, S_, 1.0), (ar, W_, -kappa)], -tol, np.inf)
+    general.add(n_opt, [(ar, S_, 1.0), (ar, Y_, -1.0)], 0.0, np.inf)
+    first = np.array([max(instance.jobs[j].arrival, start) for j in jobs])
+    row_start = np.concatenate([[0], np.cumsum([len(s) for s in slot_list])[:-1]])
+    left_k = np.array([left[j] for j in jobs])
+    general.add(n_p, [(np.arange(n_p), p_idx, 1.0),
+                      (row_start[o_k] + o_slot - first[o_k], W_, -o_speed / left_k[o_k])], -np.inf, 0.0)
+    G, g_lo, g_hi = general.matrix(n)
+
+    groups: dict[tuple[int, int], list[Option]] = {}
+    for o in range(n_opt):
+        groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(
+            Option(int(Y_[o]), np.array([W_[o], S_[o]], dtype=np.int64)))
+    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=np.full(n_q, WORK), G=G, g_lo=g_lo, g_hi=g_hi,
+                      upper=upper, integer=integer, groups=[ChoiceGroup(tuple(v)) for v in groups.values()],
+                      offset=offset, name=f"placement-aggregated:{instance.name}")
+    return problem, AggregateDecoder(instance, doms, o_job, o_slot, o_dom, index, o_split, 3 * n_opt)
