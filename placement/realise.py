@@ -62,7 +62,7 @@ from placement.plan import Placement, Plan
 from placement.progress import ProgressTracker, batch_time, canonical
 from placement.schedule import Allocation, Schedule
 
-__all__ = ["realise"]
+__all__ = ["decide_slot", "realise"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def realise(instance: Instance, plan: Plan, *, fill: bool = True) -> Schedule:
             break
         intended = plan.slots[t] if t < len(plan.slots) else {}
         residual.clear()
-        placed = _SlotBuilder(instance, tracker, residual, t).build(intended, fill)
+        placed = decide_slot(instance, tracker, t, intended, fill=fill, residual=residual)
         tracker.advance(t, placed)
         by_slot[t] = [Allocation(j, h, w, s) for j in sorted(placed)
                       for h, (w, s) in sorted(placed[j].items())]
@@ -89,6 +89,15 @@ def realise(instance: Instance, plan: Plan, *, fill: bool = True) -> Schedule:
         raise RuntimeError(f"realise built an invalid schedule ({len(violations)} violations); "
                            f"first: {violations[0]}")
     return schedule
+
+
+def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
+                intended: Mapping[str, Placement] | None = None, *, fill: bool = True,
+                residual: Residual | None = None) -> dict[str, TaskDict]:
+    """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
+    progress so far; what online policies call each slot. ``residual`` must be empty."""
+    residual = Residual(instance) if residual is None else residual
+    return _SlotBuilder(instance, tracker, residual, t).build(intended or {}, fill)
 
 
 def workers_of(tasks: Mapping[str, tuple[int, int]]) -> int:

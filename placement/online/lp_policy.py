@@ -29,8 +29,7 @@ import numpy as np
 from placement.aggregate import formulate_aggregated
 from placement.online.policy import TaskDict, View
 from placement.packing import Residual
-from placement.progress import ProgressTracker
-from placement.realise import _SlotBuilder
+from placement.realise import decide_slot
 from placement.solve import _most_likely
 from solvers.lp import solve_lp
 from solvers.result import Status
@@ -54,8 +53,6 @@ class LPRoundingPolicy:
 
     def decide(self, view: View) -> dict[str, TaskDict]:
         inst, t = view.instance, view.t
-        tracker = ProgressTracker(inst, done={j: s.done for j, s in view.jobs.items()},
-                                  last={j: dict(s.previous) for j, s in view.jobs.items() if s.previous})
         intended = {}
         timings: dict[str, float] = {}
         if view.jobs:
@@ -75,7 +72,7 @@ class LPRoundingPolicy:
                 logger.warning("slot %d: window LP %s (%s); falling back to the slot rules alone",
                                t, lp.status.value, lp.message)
         t3 = time.perf_counter()
-        placed = _SlotBuilder(inst, tracker, Residual(inst), t).build(intended, fill=True)
+        placed = decide_slot(inst, view.tracker(), t, intended, fill=True)
         timings["realise"] = time.perf_counter() - t3
         self.last_timings = timings
         return placed

@@ -21,6 +21,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from placement.instance import Instance, Job
 from placement.packing import Residual
+from placement.progress import ProgressTracker
 
 #: machine id -> (workers, ps)
 TaskDict = dict[str, tuple[int, int]]
@@ -58,6 +59,15 @@ class View:
     def residual(self) -> Residual:
         """An empty slot of the current cluster to pack decisions into."""
         return Residual(self.instance)
+
+    def tracker(self) -> ProgressTracker:
+        """Progress as the scheduler knows it (reported batches, last slot's task sets);
+        a job reported complete but not yet finished counts as done."""
+        done = {j: s.done for j, s in self.jobs.items()}
+        last = {j: dict(s.previous) for j, s in self.jobs.items() if s.previous}
+        completed = {j: self.t - 1 for j, s in self.jobs.items()
+                     if s.done >= s.job.work_batches * (1 - 1e-9)}
+        return ProgressTracker(self.instance, done=done, last=last, completed=completed)
 
 
 @runtime_checkable
