@@ -1,0 +1,159 @@
+"""What every baseline policy shares: queue order, stable placement and the final packing.
+
+Stability is the same rule in every policy, because MODEL.md charges a restart whenever a
+job's task set changes: a job whose worker count the policy leaves unchanged keeps its
+previous task set if it still fits (:func:`settle`), and a policy that may *grow* a
+running job does so only when the move finishes the job sooner, restart included
+(:func:`moves_pay`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from placement.instance import Instance, Job
+from placement.online.policy import JobState, TaskDict, View
+from placement.packing import Residual
+from placement.progress import batch_time, canonical
+
+Tasks = Mapping[str, tuple[int, int]]
+
+
+def workers(tasks: Tasks | None) -> int:
+    return sum(w for w, _ in tasks.values()) if tasks else 0
+
+
+def by_workers(tasks: Tasks | None) -> list[str]:
+    """Machines of ``tasks``, most workers first: the order ``Residual`` prefers them in."""
+    return sorted(tasks, key=lambda h: (-tasks[h][0], -tasks[h][1], h)) if tasks else []
+
+
+def arrival_order(view: View) -> list[str]:
+    """Active jobs by arrival slot, ties by id (the FIFO queue)."""
+    return sorted(view.jobs, key=lambda j: (view.jobs[j].job.arrival, j))
+
+
+def local_time(instance: Instance, job: Job) -> float:
+    """Seconds per mini-batch on the fastest machine (the job's best rate per worker)."""
+    return job.batch_time(instance.best_local_gbps)
+
+
+def unit_demand(res: Residual, job: Job) -> np.ndarray:
+    """One worker with its share (kappa) of a PS, as a vector over the resources."""
+    alpha, beta = res.demand(job)
+    return alpha + job.kappa * beta
+
+
+def share(demand: np.ndarray, totals: np.ndarray) -> float:
+    """Dominant share of ``demand``: its largest fraction of any resource's total."""
+    used = totals > 0
+    return float((demand[used] / totals[used]).max(initial=0.0))
+
+
+def held_vector(res: Residual, job: Job, tasks: Tasks) -> np.ndarray:
+    """Resources ``tasks`` take, workers and PSs together."""
+    alpha, beta = res.demand(job)
+    return workers(tasks) * alpha + sum(s for _, s in tasks.values()) * beta
+
+
+def finish_seconds(instance: Instance, job: Job, tasks: Tasks, remaining: float,
+                   restart: bool) -> float:
+    """Seconds to finish ``remaining`` batches if ``tasks`` were kept to the end, the
+    restart (at most one slot, MODEL.md 4) charged now when ``restart``."""
+    lost = min(job.restart_seconds, instance.slot_seconds) if restart else 0.0
+    return lost + remaining * batch_time(instance, job, tasks) / workers(tasks)
+
+
+def moves_pay(instance: Instance, state: JobState, new: Tasks, keep: Tasks) -> bool:
+    """Does moving from ``keep`` (running, no restart) to ``new`` finish the job sooner?"""
+    if canonical(new) == canonical(keep):
+        return False
+    return (finish_seconds(instance, state.job, new, state.remaining, True)
+            < finish_seconds(instance, state.job, keep, state.remaining, False) - 1e-9)
+
+
+def keep_previous(res: Residual, state: JobState, count: int | None = None) -> TaskDict | None:
+    """Place the previous task set if it has ``count`` workers (any, if None) and fits."""
+    prev = state.previous
+    if not workers(prev) or (count is not None and workers(prev) != count):
+        return None
+    if not res.fits(state.job, prev):
+        return None
+    res.place(state.job, prev)
+    return dict(prev)
+
+
+def place_count(res: Residual, state: JobState, count: int, prefer: Iterable[str] = ()
+                ) -> TaskDict | None:
+    """Place exactly ``count`` workers (and ``min_ps`` PSs): the previous task set if it
+    has that many and fits, else local first, else the smallest subtree (``Residual.find``)."""
+    kept = keep_previous(res, state, count)
+    if kept is not None:
+        return kept
+    prefer = list(prefer) or by_workers(state.previous)
+    tasks = res.find(state.job, count, prefer=prefer)
+    if tasks is not None:
+        res.place(state.job, tasks)
+    return tasks
+
+
+def most_that_fit(res: Residual, job: Job, cap: int, prefer: list[str]) -> TaskDict | None:
+    """The placement with the most workers (min_workers..cap) found; local wins ties."""
+    local = res.best_local(job, cap, prefer=prefer[0] if prefer else None)
+    if local is not None and workers(local) >= min(cap, job.max_workers):
+        return local
+    spread = res.best_spread(job, cap, prefer=prefer)
+    if spread is not None and workers(spread) > workers(local):
+        return spread
+    return local
+
+
+def place_most(res: Residual, instance: Instance, state: JobState, cap: int) -> TaskDict | None:
+    """Place as many workers as fit (up to ``cap``). A job that ran last slot keeps its
+    task set if it still fits, unless a bigger placement finishes it sooner despite the
+    restart (:func:`moves_pay`)."""
+    job = state.job
+    prev = dict(state.previous)
+    keep = prev if workers(prev) and workers(prev) <= cap and res.fits(job, prev) else None
+    if keep is not None and workers(keep) >= min(cap, job.max_workers):
+        res.place(job, keep)
+        return keep
+    tasks = most_that_fit(res, job, cap, by_workers(prev))
+    if keep is not None and (tasks is None or not moves_pay(instance, state, tasks, keep)):
+        tasks = keep
+    if tasks is not None:
+        res.place(job, tasks)
+    return tasks
+
+
+def settle(view: View, decided: Mapping[str, Tasks], order: list[str]) -> dict[str, TaskDict]:
+    """Re-pack ``decided`` (valid together) without gratuitous moves.
+
+    A job whose worker count is unchanged from last slot gets its previous task set back
+    if it fits (these are packed first, in ``order``); the others then take their decided
+    placement, or another one with the same count (``Residual.find``) if a kept task set
+    now overlaps it. If some job cannot be placed that way, ``decided`` is returned as is
+    (it is valid together; only its stability is worse)."""
+    res = view.residual()
+    out: dict[str, TaskDict] = {}
+    movers = []
+    for j in order:
+        tasks = decided.get(j)
+        if not workers(tasks):
+            continue
+        state = view.jobs[j]
+        kept = keep_previous(res, state, workers(tasks))
+        if kept is not None:
+            out[j] = kept
+        else:
+            movers.append(j)
+    for j in movers:
+        job, tasks = view.jobs[j].job, dict(decided[j])
+        if not res.fits(job, tasks):
+            tasks = res.find(job, workers(tasks), prefer=by_workers(tasks))
+            if tasks is None:
+                return {k: dict(v) for k, v in decided.items() if workers(v)}
+        res.place(job, tasks)
+        out[j] = tasks
+    return out

@@ -1,0 +1,118 @@
+"""Tiresias: discretised two-dimensional least-attained-service, gang-scheduled."""
+from __future__ import annotations
+
+import bisect
+
+from placement.online.baselines._common import by_workers, keep_previous, settle
+from placement.online.policy import JobState, TaskDict, View
+from placement.packing import TOL_FIT, Residual
+
+
+class Tiresias:
+    """Tiresias' discretised 2D-LAS (Gu et al., "Tiresias: A GPU Cluster Manager for
+    Distributed Deep Learning", NSDI 2019), the ``dlas-gpu`` scheduler of its simulator.
+
+    Rules, each slot:
+
+    1. Attained service is GPU-time, here worker-seconds (``JobState.attained``), counted
+       since the job last entered the top queue. Queues Q0, Q1, ...: a job is in the
+       first queue whose threshold its service has not reached; ``thresholds`` default
+       (3600,): two queues split at 3,600 worker-seconds, the simulator's default.
+       A job starts in Q0 and is demoted as its service crosses the thresholds.
+    2. Starvation: a job outside Q0 that has waited (whole slots since it last ran) at
+       least ``promote_knob`` times the length of its last run (its last uninterrupted
+       streak of slots) is promoted to Q0 and its service count restarts from zero
+       (PROMOTEKNOB; default 8, one of the values the simulator's runs sweep).
+    3. Order: Q0 first; inside a queue FIFO with running jobs ahead of waiting ones (the
+       simulator keeps running jobs at the head of each queue), then arrival, then id.
+    4. Gang scheduling: a job runs with exactly its requested ``max_workers`` (capped at
+       the most the empty cluster holds, so no job waits forever) and ``min_ps`` PSs, or
+       not at all; Tiresias never changes a job's worker count. Jobs that do not fit are
+       skipped and later ones may run (the simulator's fit-first loop). A job that ran
+       last slot keeps its task set if it fits.
+    5. Placement, with the paper's skip-consolidation rule: a job is consolidation-
+       sensitive when spreading slows its mini-batch by more than ``skip_below`` (10%;
+       the paper's test is the model's tensor-size skew, here the model's own
+       communication share: batch_time(worker_gbps) / batch_time(best local_gbps) - 1).
+       A sensitive job runs on one machine whenever one machine of the cluster could
+       hold its gang, and waits otherwise; the others go local first, else in the
+       smallest subtree.
+    """
+
+    name = "tiresias"
+
+    def __init__(self, thresholds: tuple[float, ...] = (3600.0,), promote_knob: float = 8.0,
+                 skip_below: float = 0.1):
+        self.thresholds = tuple(sorted(thresholds))
+        self.promote_knob = promote_knob
+        self.skip_below = skip_below
+        self._base: dict[str, float] = {}            # attained service when it entered Q0
+        self._streak: dict[str, tuple[int, int]] = {}  # last run: (first slot, last slot)
+        self._gang: dict[str, int] = {}
+        self._last_t: int | None = None
+
+    def queue(self, state: JobState) -> int:
+        """The job's queue index (0 is the top) by its service since entering Q0."""
+        service = state.attained - self._base.get(state.job.id, 0.0)
+        return bisect.bisect_right(self.thresholds, service)
+
+    def decide(self, view: View) -> dict[str, TaskDict]:
+        self._observe(view)
+        res = view.residual()
+        order = sorted(view.jobs, key=lambda j: (self.queue(view.jobs[j]),
+                                                 view.jobs[j].last_ran != view.t - 1,
+                                                 view.jobs[j].job.arrival, j))
+        decided: dict[str, TaskDict] = {}
+        for j in order:
+            tasks = self._place(view, res, view.jobs[j])
+            if tasks is not None:
+                decided[j] = tasks
+        return settle(view, decided, order)
+
+    def _observe(self, view: View) -> None:
+        """Update run streaks and promote starving jobs (state kept across slots)."""
+        t = view.t
+        if self._last_t is not None and t <= self._last_t:  # a new run: forget the old one
+            self._base.clear()
+            self._streak.clear()
+            self._gang.clear()
+        self._last_t = t
+        for j, state in view.jobs.items():
+            if state.last_ran is None:
+                continue
+            first, last = self._streak.get(j, (state.last_ran, state.last_ran))
+            if state.last_ran != last:
+                first = state.last_ran if state.last_ran > last + 1 else first
+            self._streak[j] = (first, state.last_ran)
+            waited = (t - 1 - state.last_ran) * view.instance.slot_seconds
+            ran = (state.last_ran - first + 1) * view.instance.slot_seconds
+            if self.queue(state) > 0 and waited > 0 and waited >= self.promote_knob * ran:
+                self._base[j] = state.attained
+
+    def _place(self, view: View, res: Residual, state: JobState) -> TaskDict | None:
+        job = state.job
+        if job.id not in self._gang:
+            self._gang[job.id] = min(job.max_workers,
+                                     max(job.min_workers, view.residual().max_workers_that_fit(job)))
+        count = self._gang[job.id]
+        kept = keep_previous(res, state, count)
+        if kept is not None:
+            return kept
+        prefer = by_workers(state.previous)
+        if self._sensitive(view, job) and self._one_machine_holds(res, job, count):
+            tasks = res.local(job, count, prefer=prefer[0] if prefer else None)
+        else:
+            tasks = res.find(job, count, prefer=prefer)
+        if tasks is not None:
+            res.place(job, tasks)
+        return tasks
+
+    def _sensitive(self, view: View, job) -> bool:
+        best = job.batch_time(view.instance.best_local_gbps)
+        return job.batch_time(job.worker_gbps) / best - 1 > self.skip_below
+
+    @staticmethod
+    def _one_machine_holds(res: Residual, job, count: int) -> bool:
+        alpha, beta = res.demand(job)
+        need = count * alpha + job.min_ps(count) * beta
+        return bool((need <= res.cap + TOL_FIT).all(axis=1).any())
