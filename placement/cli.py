@@ -138,6 +138,68 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from placement.generate import parse_cluster
+    from placement.online.registry import POLICIES, make_policy
+    from placement.simulate import parse_event, plot_simulation, simulate
+
+    names = list(POLICIES) if args.policy == ["all"] else args.policy
+    try:
+        policies = [make_policy(n) for n in names]
+        events = [parse_event(e) for e in args.event]
+        source, topology, slot_seconds = _simulation_input(args)
+        if args.cluster:
+            topology = parse_cluster(args.cluster)
+    except (ValueError, FileNotFoundError) as exc:
+        raise BadInput(str(exc)) from None
+    if topology is None:
+        raise BadInput("a job list needs a cluster: add --cluster (e.g. racks:4x8 or pai:64)")
+    results = {}
+    for policy in policies:
+        try:
+            result = simulate(source, topology=topology, policy=policy, lookahead=args.lookahead,
+                              mode=args.mode, slot_seconds=slot_seconds, horizon=args.horizon,
+                              progress_noise=args.noise, seed=args.seed, events=events,
+                              progress_bar=args.progress)
+        except ValueError as exc:
+            raise BadInput(f"{policy.name}: {exc}") from None
+        results[policy.name] = result
+        print(result.summary())
+        print()
+    if len(results) > 1:
+        print(f"{'policy':<12} {'avg JCT (s)':>12} {'p95 JCT (s)':>12} {'makespan (s)':>13} "
+              f"{'unfinished':>10} {'reconf':>7} {'median decision (s)':>20}")
+        for name, r in results.items():
+            print(f"{name:<12} {r.average_jct:>12.6g} {r.p95_jct:>12.6g} {r.makespan:>13.6g} "
+                  f"{len(r.unfinished):>10} {r.reconfigurations:>7} {r.decision_time['median']:>20.4f}")
+    if args.out:
+        from placement.fields import write_json
+        write_json(args.out, {name: r.to_dict(schedule=False) for name, r in results.items()})
+        print(f"wrote {args.out}")
+    if args.plot:
+        Path(args.plot).mkdir(parents=True, exist_ok=True)
+        for path in plot_simulation(results, args.plot):
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _simulation_input(args: argparse.Namespace):
+    """(jobs or instance, topology or None, slot_seconds) from --trace."""
+    from placement.traces import read_joblist, read_philly
+
+    if args.trace == "philly":
+        return (read_philly(args.philly_path, sample=args.sample, seed=args.seed,
+                            slot_seconds=args.slot_seconds, time_scale=args.time_scale),
+                None, args.slot_seconds)
+    if args.trace.endswith(".csv"):
+        try:
+            return read_joblist(args.trace), None, args.slot_seconds
+        except FileFormatError as exc:
+            raise BadInput(str(exc)) from None
+    instance = _load(Instance, args.trace)
+    return instance, instance.topology, instance.slot_seconds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="placement", description=(
         "Place the workers and parameter servers of distributed ML training jobs, slot by slot."))
@@ -181,11 +243,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=None)
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     p.set_defaults(run=cmd_generate)
+
+    p = sub.add_parser("simulate", help="run online policies through a job stream, slot by slot")
+    p.add_argument("--trace", required=True,
+                   help="'philly' (the Philly log), a job-list CSV, or an instance JSON")
+    p.add_argument("--sample", type=int, default=200, help="philly: jobs to sample (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
+    p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
+    p.add_argument("--time-scale", type=float, default=1.0, help="philly: compress inter-arrival gaps")
+    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's)")
+    p.add_argument("--policy", action="append", default=None,
+                   help="policy name (repeatable) or 'all'; default lp-rounding")
+    p.add_argument("--slot-seconds", type=float, default=300.0)
+    p.add_argument("--lookahead", type=int, default=8)
+    p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
+    p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")
+    p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
+    p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
+    p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
+    p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(run=cmd_simulate)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "command", None) == "simulate" and not args.policy:
+        args.policy = ["lp-rounding"]
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
