@@ -30,9 +30,15 @@ SUITES = {
     "small": dict(clusters=["star:2@10,gpu=2", "star:3@10,gpu=2", "racks:2x2@10/10,gpu=2"],
                   jobs=[2, 3, 4, 5], replicates=3, seed_base=1, load=2.0, max_workers=4,
                   max_run_slots=4.0, slot_seconds=300.0, arrival_span=0.5, restarts=False),
-    "medium": dict(clusters=["racks:2x4@25/100", "racks:3x4@25/100,gpu=4", "racks:4x8@25/100,gpu=2"],
+    "medium": dict(clusters=["racks:2x8@25/100,gpu=4", "racks:3x4@25/100,gpu=4", "racks:4x8@25/100,gpu=2"],
                    jobs=[30, 40], replicates=2, seed_base=101, load=1.0, max_workers=8,
                    max_run_slots=6.0, slot_seconds=300.0, arrival_span=0.5, restarts=True),
+}
+PURPOSE = {
+    "small": "for an exact time-indexed ILP; which of them it proves optimal within 60 s is "
+             "for the calibration with the exact solver. No restart times (`restarts=False`): "
+             "with restarts the time-indexed ILP is only a relaxation.",
+    "medium": "meant to be too big for the exact solver to prove optimal within 60 s.",
 }
 PARAMS = ("load", "max_workers", "max_run_slots", "slot_seconds", "arrival_span", "restarts")
 
@@ -138,11 +144,6 @@ def readme(command: str, rows: dict[str, list[tuple[dict, Instance]]]) -> str:
         "regenerates them all and compares. Each horizon is the generator's default: long",
         "enough that its first-fit schedule finishes every job (MODEL.md section 4).",
         "",
-        "- `small/`: for an exact time-indexed ILP; which of them it proves optimal within",
-        "  60 s is to be calibrated once the exact solver exists. They have no restart",
-        "  times (`restarts=False`): with restarts the time-indexed ILP is only a relaxation.",
-        "- `medium/`: meant to be too big for the exact solver to prove optimal within 60 s.",
-        "",
         *[summary(suite, items) for suite, items in rows.items()],
         "",
         "One file by hand, e.g. the first small one:",
@@ -175,7 +176,7 @@ def summary(suite: str, items: list[tuple[dict, Instance]]) -> str:
         lo, hi = min(values), max(values)
         return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
     insts = [inst for _, inst in items]
-    return (f"- `{suite}/`: {len(items)} instances; "
+    return (f"- `{suite}/`: {PURPOSE.get(suite, '')} {len(items)} instances; "
             f"{span([len(i.jobs) for i in insts])} jobs, "
             f"{span([len(i.topology.machines) for i in insts])} machines, "
             f"{span([sum(m.capacity.get('gpu', 0) for m in i.topology.machines) for i in insts])} GPUs, "
