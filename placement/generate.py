@@ -222,9 +222,7 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
     a thin wrapper; the same arguments always give the identical instance."""
     _check_args(jobs=jobs, cluster=cluster, horizon=horizon, slot_seconds=slot_seconds,
                 seed=seed, load=load, arrival_span=arrival_span, max_workers=max_workers,
-                max_run_slots=max_run_slots, name=name)
-    if not isinstance(restarts, bool):
-        raise ValueError(f"restarts must be True or False, got {restarts!r}")
+                max_run_slots=max_run_slots, restarts=restarts, name=name)
     topology = parse_cluster(cluster)
     resources = clusters.RESOURCES
     cap = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
@@ -311,6 +309,8 @@ def _check_args(**a) -> None:
     real("load", 0)
     real("arrival_span", 0, 1)
     real("max_run_slots", 1, low_open=False)
+    if not isinstance(a["restarts"], bool):
+        raise ValueError(f"restarts must be True or False, got {a['restarts']!r}")
     if a["name"] is not None and (not isinstance(a["name"], str) or not a["name"]):
         raise ValueError(f"name must be a non-empty string, got {a['name']!r}")
 
