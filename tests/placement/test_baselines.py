@@ -244,10 +244,11 @@ def test_optimus_places_on_the_fewest_machines_evenly():
 def oasis_case(price: float) -> tuple[OASiS, View]:
     # Machine <2 GPU, 16 CPU> (so C = (2, 16)); a worker <1 GPU> and its PS <1 CPU> cost
     # 1/2 + 1/16 = 0.5625 normalised units a slot. 20 batches of 1 s with 1 worker in
-    # 10 s slots: done after 2 slots (t = 0, 1). Utility 1 x (4 - 1) x 10 = 30.
+    # 10 s slots: done after 2 slots (t = 0, 1). Window: 2 slots needed + lookahead 2 ->
+    # T = 4; utility of completing in slot 1: 1 x (4 - 1) x 10 = 30.
     topo = B.single(B.machine("m0", gpu=2, cpu=16))
     j = B.job("j", max_workers=1, work_batches=20)
-    return OASiS(L=price, U=price), view(topo, j, lookahead=4)
+    return OASiS(L=price, U=price), view(topo, j, lookahead=2)
 
 
 def test_oasis_admits_at_a_price_below_the_utility_and_rejects_above():
@@ -290,14 +291,14 @@ def test_oasis_prices_rise_with_what_earlier_commitments_hold():
 def test_oasis_decide_executes_its_plans_and_rejects_for_good():
     topo = B.single(B.machine("m0", gpu=2, cpu=16))
     j = B.job("j", max_workers=1, work_batches=20)
-    policy = OASiS(L=20.0, U=20.0)
-    assert policy.decide(view(topo, j, lookahead=4)) == {"j": {"m0": (1, 1)}}
-    assert policy.decide(view(topo, j, t=1, lookahead=3, j={"previous": {"m0": (1, 1)},
+    policy = OASiS(L=20.0, U=20.0)  # as in oasis_case: admitted for slots 0 and 1
+    assert policy.decide(view(topo, j, lookahead=2)) == {"j": {"m0": (1, 1)}}
+    assert policy.decide(view(topo, j, t=1, lookahead=1, j={"previous": {"m0": (1, 1)},
                                                             "last_ran": 0, "done": 10})
                          ) == {"j": {"m0": (1, 1)}}
     expensive = OASiS(L=30.0, U=30.0)
-    assert expensive.decide(view(topo, j, lookahead=4)) == {}
-    assert expensive.decide(view(topo, j, t=1, lookahead=3)) == {}
+    assert expensive.decide(view(topo, j, lookahead=2)) == {}
+    assert expensive.decide(view(topo, j, t=1, lookahead=1)) == {}
 
 
 # ----- all policies: validity and stability --------------------------------------------------

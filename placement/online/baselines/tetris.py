@@ -7,7 +7,8 @@ from placement.online.baselines._common import (arrival_order, local_time, moves
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
 from placement.packing import TOL_FIT, Residual
-from placement.progress import canonical
+from placement.instance import Instance, Job
+from placement.progress import batch_time, canonical
 
 
 class Tetris:
@@ -18,10 +19,13 @@ class Tetris:
 
     1. No preemption (Tetris never preempts running tasks): a job that ran last slot
        keeps its task set if it still fits; jobs are re-installed in arrival order.
-    2. Greedy packing: while some (job, machine) pair fits, place the best-scoring one.
-       The unit of a job with no workers is its gang (``min_workers`` and their PSs, local
-       on the machine, else spread with that machine preferred); of a running job, one
-       more worker on that machine with the extra PS ``min_ps(W+1)`` needs (on the same
+    2. Greedy packing, machine by machine (Tetris schedules a machine when it has free
+       resources; at a slot's start all have): for each machine in cluster order, the
+       best-scoring unit that fits on it is placed, again and again, until none fits;
+       then the next machine. The unit of a job with no workers is its gang
+       (``min_workers`` and their PSs, local on the machine if they fit there, else
+       spread with that machine preferred, scored as one worker); of a running job, one
+       more worker on the machine with the extra PS ``min_ps(W+1)`` needs (on the same
        machine, else beside the workers elsewhere).
     3. Score = alignment + epsilon x p (section 3 of the paper):
        alignment = sum_r (d_r / c_hr) (f_hr / c_hr), the dot product of the unit's demand
@@ -32,11 +36,13 @@ class Tetris:
        p = -(remaining work) = -(remaining batches x local batch time x sum_r u_r / C_r),
        u the per-worker demand with its kappa share of a PS and C_r the largest machine
        capacity of r (remaining worker-seconds weighted by the resources they hold);
-       epsilon = m x (mean alignment) / (mean |p|) over the pairs of the step, the
+       epsilon = m x (mean alignment) / (mean |p|) over the units that fit, the
        paper's normalisation, with the knob m (default 1).
-    4. Growth of a job that ran last slot is undone (and the job frozen for the slot)
-       unless it finishes the job sooner, restart included; the freed room is packed
-       again. Tetris' fairness knob is not modelled (every job may be picked).
+    4. MODEL.md adaptation (a DL job's tasks are not independent): a worker that would
+       lower its job's throughput W / theta (spreading a communication-heavy job) is not
+       added, and the growth of a job that ran last slot is undone (the job frozen for
+       the slot) unless it finishes the job sooner, restart included; the freed room is
+       packed again. Tetris' fairness knob is not modelled (every job may be picked).
     """
 
     name = "tetris"
@@ -73,73 +79,63 @@ class Tetris:
     # ----- the greedy packing ---------------------------------------------------------------
     def _fill(self, view: View, res: Residual, order: list[str], cur: dict[str, TaskDict],
               frozen: set[str]) -> None:
-        inst = view.instance
-        topo = inst.topology
-        biggest = res.cap.max(axis=0)
-        failed: dict[tuple[str, int], list[int]] = {}  # (job, its workers) -> machines tried
-        while True:
-            jobs = [j for j in order if j not in frozen
-                    and workers(cur.get(j)) < view.jobs[j].job.max_workers]
-            if not jobs:
-                return
-            units, gangs, work = [], [], []
-            for j in jobs:
-                job = view.jobs[j].job
-                alpha, beta = res.demand(job)
-                w = workers(cur.get(j))
-                s_now = sum(s for _, s in cur.get(j, {}).values())
-                if w == 0:
-                    units.append(unit_demand(res, job))
-                    gangs.append(job.min_workers * alpha + job.min_ps(job.min_workers) * beta)
+        """Rule 2: machine by machine, the best-scoring unit that fits until none does."""
+        root = view.instance.topology.root_id
+        rows: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+        for h, machine in enumerate(res.machine_ids):
+            tried: set[tuple[str, int]] = set()  # (job, its workers) that failed here
+            while True:
+                jobs = [j for j in order if j not in frozen
+                        and workers(cur.get(j)) < view.jobs[j].job.max_workers
+                        and (j, workers(cur.get(j))) not in tried]
+                for j in jobs:
+                    if j not in rows:
+                        rows[j] = self._row(view, res, j, cur.get(j))
+                if not jobs:
+                    break
+                units = np.array([rows[j][0] for j in jobs])
+                gangs = np.array([rows[j][1] for j in jobs])
+                free = res.free[h]
+                whole = (gangs <= free + TOL_FIT).all(axis=1)
+                fits = whole | (units <= free + TOL_FIT).all(axis=1)
+                if not fits.any():
+                    break
+                cap = np.where(res.cap[h] > 0, res.cap[h], 1.0)
+                align = np.where(whole, gangs @ (free / cap ** 2), units @ (free / cap ** 2))
+                spans = [not whole[a] if not workers(cur.get(j))
+                         else len(cur[j]) > 1 or machine not in cur[j] for a, j in enumerate(jobs)]
+                align = align * np.where(spans, 1 - self.remote_penalty, 1.0)
+                p = -np.array([rows[j][2] for j in jobs])
+                mean_p = np.abs(p[fits]).mean()
+                eps = self.m * align[fits].mean() / mean_p if mean_p > 0 else 0.0
+                a = int(np.argmax(np.where(fits, align + eps * p, -np.inf)))
+                j = jobs[a]
+                if self._grow(res, view.instance, view.jobs[j].job, cur, j, machine, root):
+                    del rows[j]
                 else:
-                    units.append(alpha + max(0, job.min_ps(w + 1) - s_now) * beta)
-                    gangs.append(units[-1])
-                per = unit_demand(res, job) / np.where(biggest > 0, biggest, 1.0)
-                work.append(view.jobs[j].remaining * local_time(inst, job) * per.sum())
-            # a gang that fits on the machine is scored whole; else one worker of it, and
-            # the gang is spread with that machine preferred
-            whole = self._fits(res, np.array(gangs))
-            fits = whole | self._fits(res, np.array(units))
-            align = np.where(whole, self._align(res, np.array(gangs)), self._align(res, np.array(units)))
-            align *= np.where(self._spans(res, jobs, cur, whole), 1 - self.remote_penalty, 1.0)
-            for a, j in enumerate(jobs):
-                fits[a, failed.get((j, workers(cur.get(j))), [])] = False
-            if not fits.any():
-                return
-            p = -np.array(work)
-            mean_p = np.abs(p).mean()
-            eps = self.m * align[fits].mean() / mean_p if mean_p > 0 else 0.0
-            score = np.where(fits, align + eps * p[:, None], -np.inf)
-            a, h = np.unravel_index(int(np.argmax(score)), score.shape)
-            j = jobs[a]
-            if not self._grow(res, view.jobs[j].job, cur, j, res.machine_ids[h], topo.root_id):
-                failed.setdefault((j, workers(cur.get(j))), []).append(int(h))
+                    tried.add((j, workers(cur.get(j))))
+
+    def _row(self, view: View, res: Residual, j: str, tasks: TaskDict | None
+             ) -> tuple[np.ndarray, np.ndarray, float]:
+        """(unit, gang, remaining work) of job ``j`` holding ``tasks`` (rules 2 and 3)."""
+        job = view.jobs[j].job
+        alpha, beta = res.demand(job)
+        w = workers(tasks)
+        if w == 0:
+            unit = unit_demand(res, job)
+            gang = job.min_workers * alpha + job.min_ps(job.min_workers) * beta
+        else:
+            held_ps = sum(s for _, s in tasks.values())
+            unit = gang = alpha + max(0, job.min_ps(w + 1) - held_ps) * beta
+        biggest = res.cap.max(axis=0)
+        per = unit_demand(res, job) / np.where(biggest > 0, biggest, 1.0)
+        return unit, gang, view.jobs[j].remaining * local_time(view.instance, job) * per.sum()
 
     @staticmethod
-    def _fits(res: Residual, demand: np.ndarray) -> np.ndarray:
-        """jobs x machines: does the demand fit in what the machine has free?"""
-        return (demand[:, None, :] <= res.free[None] + TOL_FIT).all(axis=2)
-
-    @staticmethod
-    def _align(res: Residual, demand: np.ndarray) -> np.ndarray:
-        """jobs x machines: sum_r (d_r / c_hr) (f_hr / c_hr)."""
-        cap = np.where(res.cap > 0, res.cap, 1.0)
-        return np.einsum("jr,hr->jh", demand, res.free / cap ** 2)
-
-    @staticmethod
-    def _spans(res: Residual, jobs: list[str], cur: dict[str, TaskDict], whole: np.ndarray
-               ) -> np.ndarray:
-        """jobs x machines: would the unit make the job span machines (remote placement)?"""
-        out = ~whole
-        for a, j in enumerate(jobs):
-            tasks = cur.get(j)
-            if workers(tasks):
-                out[a] = [len(tasks) > 1 or h not in tasks for h in res.machine_ids]
-        return out
-
-    @staticmethod
-    def _grow(res: Residual, job, cur: dict[str, TaskDict], j: str, h: str, root: str) -> bool:
-        """Add the job's unit on machine ``h``; False (nothing changed) if it does not fit."""
+    def _grow(res: Residual, instance: Instance, job: Job, cur: dict[str, TaskDict], j: str,
+              h: str, root: str) -> bool:
+        """Add the job's unit on machine ``h``; False (nothing changed) if it does not fit
+        or would lower the job's throughput (rule 4)."""
         old = res.remove(j)
         w = workers(old)
         if w == 0:
@@ -155,6 +151,9 @@ class Tetris:
                 placed = {m: x for m, (x, _) in old.items() if x}
                 placed[h] = placed.get(h, 0) + 1
                 tasks = res.beside(job, placed, within=root)
+            if tasks is not None and (workers(tasks) / batch_time(instance, job, tasks)
+                                      <= w / batch_time(instance, job, old)):
+                tasks = None
         if tasks is None:
             if old:
                 res.place(job, old)

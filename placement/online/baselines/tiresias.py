@@ -37,6 +37,9 @@ class Tiresias:
        A sensitive job runs on one machine whenever one machine of the cluster could
        hold its gang, and waits otherwise; the others go local first, else in the
        smallest subtree.
+
+    The queue bookkeeping (service at the last promotion, last run streak) lives in the
+    policy across slots; ``state()`` / ``load_state()`` checkpoint it as plain JSON.
     """
 
     name = "tiresias"
@@ -48,7 +51,8 @@ class Tiresias:
         self.skip_below = skip_below
         self._base: dict[str, float] = {}            # attained service when it entered Q0
         self._streak: dict[str, tuple[int, int]] = {}  # last run: (first slot, last slot)
-        self._gang: dict[str, int] = {}
+        self._gang: dict[str, int] = {}                # gang size per job on this cluster
+        self._gang_topology = None
         self._last_t: int | None = None
 
     def queue(self, state: JobState) -> int:
@@ -89,8 +93,22 @@ class Tiresias:
             if self.queue(state) > 0 and waited > 0 and waited >= self.promote_knob * ran:
                 self._base[j] = state.attained
 
+    def state(self) -> dict:
+        """Service counted at each job's last promotion, run streaks and the last slot seen."""
+        return {"last_t": self._last_t, "base": dict(self._base),
+                "streak": {j: list(v) for j, v in self._streak.items()}}
+
+    def load_state(self, state: dict) -> None:
+        self._last_t = state["last_t"]
+        self._base = {j: float(v) for j, v in state["base"].items()}
+        self._streak = {j: (int(a), int(b)) for j, (a, b) in state["streak"].items()}
+        self._gang.clear()
+
     def _place(self, view: View, res: Residual, state: JobState) -> TaskDict | None:
         job = state.job
+        if self._gang_topology is not view.instance.topology:  # the cluster changed
+            self._gang = {}
+            self._gang_topology = view.instance.topology
         if job.id not in self._gang:
             self._gang[job.id] = min(job.max_workers,
                                      max(job.min_workers, view.residual().max_workers_that_fit(job)))
