@@ -16,7 +16,7 @@ class DRF:
 
     1. Every active job starts with nothing. A job's dominant share is the largest, over
        the resources, of (what its workers and PSs hold) / (the cluster's total of that
-       resource), divided by its ``weight`` (weighted DRF, section 5 of the paper; plain
+       resource), divided by its ``weight`` (weighted DRF, as the paper defines it; plain
        DRF when weights are 1).
     2. Progressive filling: repeatedly, the job with the lowest dominant share (ties by
        arrival, then id) gets one more worker with its PS share, i.e. ``min_workers`` for

@@ -49,9 +49,9 @@ class OASiS:
        batch time / slot_seconds (the fewest worker-slots job k needs) and
        D_kr = n_k x (alpha_kr + kappa_k beta_kr) / C_r its least use of r,
        U_r = max_k f_k(t) / D_kr (at full use, r costs more than any job can pay) and
-       L = min_k f_k(T_k-1) / (2 sum_r D_kr) (when idle, any job pays at most half its
-       least utility: the paper's 1/(2 mu) with mu = 1). Links are not priced; they are
-       respected through the Residuals.
+       L = min_k f_k(T_k-1) / (2 sum_r D_kr) (when idle, any job pays at most about half
+       its least utility, so an idle cluster admits every job). Links are not priced;
+       they are respected through the Residuals.
     3. Dual subroutine (the job's best schedule at these prices), simplified to plans with
        a constant worker count W in [min_workers, max_workers] run in consecutive slots
        from a start slot s until the job completes: in each slot the job keeps the
@@ -69,8 +69,8 @@ class OASiS:
     job (and a job whose plan ran out before it completed) against its own earlier
     commitments, releases the commitments of jobs that completed early, and executes the
     plans of slot ``view.t``; a plan that uses a machine the cluster lost is redone.
-    ``state()`` / ``load_state()`` checkpoint the plans and
-    rejections (plain JSON) so that a resumed scheduler decides as an uninterrupted one.
+    ``state()`` / ``load_state()`` checkpoint the plans and rejections (plain JSON), so
+    that a resumed scheduler decides as an uninterrupted one.
     """
 
     name = "oasis"
@@ -113,8 +113,6 @@ class OASiS:
         inst = view.instance
         t0 = view.t
         end = self.window_end(view, job_id) if end is None else end
-        if state.remaining <= 0:
-            return None
         slots = [reserved(tau) for tau in range(t0, end)]
         scale = np.where(slots[0].cap.max(axis=0) > 0, slots[0].cap.max(axis=0), 1.0)
         low, high = self.bounds(view, scale)

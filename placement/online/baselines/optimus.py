@@ -22,7 +22,7 @@ class Optimus:
     1. Start: every active job, in arrival order, gets ``min_workers`` workers and their
        ``min_ps`` PSs if they fit (Optimus starts each job with its smallest
        configuration); a job that does not fit waits.
-    2. Marginal gain (section 4.1): repeatedly, the job with the largest
+    2. Marginal gain: repeatedly, the job with the largest
        (T(W) - T(W+1)) / d gets one more worker, where T(W) = remaining batches x
        theta(W) / W is its remaining time at W workers (MODEL.md 4: W workers do
        W x slot / theta batches a slot), theta(W) the per-batch time when one machine
@@ -32,7 +32,7 @@ class Optimus:
        added exactly when kappa makes them the bottleneck; in MODEL.md a PS beyond
        ``min_ps`` adds no speed). Gains <= 0 (e.g. spreading loses more than a worker
        adds) end that job's growth, as does ``max_workers`` or a step that does not fit.
-    3. Placement (section 4.2): the fewest machines with an even split. For k = 1, 2, ...
+    3. Placement (Optimus' principle): the fewest machines with an even split. For k = 1, 2, ...
        the job's W workers and S PSs are divided as evenly as possible over the k
        machines with the most room for its workers (its own machines first among
        equals); the first k that fits (capacity and links) is used. If none does, local

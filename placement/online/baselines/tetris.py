@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement.instance import Instance, Job
 from placement.online.baselines._common import (arrival_order, local_time, moves_pay, settle,
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
 from placement.packing import TOL_FIT, Residual
-from placement.instance import Instance, Job
 from placement.progress import batch_time, canonical
 
 
@@ -27,17 +27,17 @@ class Tetris:
        spread with that machine preferred, scored as one worker); of a running job, one
        more worker on the machine with the extra PS ``min_ps(W+1)`` needs (on the same
        machine, else beside the workers elsewhere).
-    3. Score = alignment + epsilon x p (section 3 of the paper):
+    3. Score = alignment + epsilon x p:
        alignment = sum_r (d_r / c_hr) (f_hr / c_hr), the dot product of the unit's demand
        d and the machine's free vector f, both normalised by the machine's capacity c,
-       times (1 - remote_penalty) (the paper's remote penalty, 10% by default) when the
-       unit makes its job span machines (links are not a dimension of the score; they
-       are enforced by the Residual);
+       times (1 - remote_penalty) when the unit makes its job span machines (Tetris'
+       penalty for placements that give up locality; 10% by default here). Links are
+       not a dimension of the score; the Residual enforces them;
        p = -(remaining work) = -(remaining batches x local batch time x sum_r u_r / C_r),
        u the per-worker demand with its kappa share of a PS and C_r the largest machine
        capacity of r (remaining worker-seconds weighted by the resources they hold);
-       epsilon = m x (mean alignment) / (mean |p|) over the units that fit, the
-       paper's normalisation, with the knob m (default 1).
+       epsilon = m x (mean alignment) / (mean |p|) over the units that fit (the paper's
+       normalisation of the two terms), with the knob m (default 1).
     4. MODEL.md adaptation (a DL job's tasks are not independent): a worker that would
        lower its job's throughput W / theta (spreading a communication-heavy job) is not
        added, and the growth of a job that ran last slot is undone (the job frozen for

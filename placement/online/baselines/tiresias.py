@@ -22,7 +22,8 @@ class Tiresias:
     2. Starvation: a job outside Q0 that has waited (whole slots since it last ran) at
        least ``promote_knob`` times the length of its last run (its last uninterrupted
        streak of slots) is promoted to Q0 and its service count restarts from zero
-       (PROMOTEKNOB; default 8, one of the values the simulator's runs sweep).
+       (the paper's promotion knob, ``solve_starvation`` in its simulator; default 8,
+       one of the values the simulator's run scripts sweep).
     3. Order: Q0 first; inside a queue FIFO with running jobs ahead of waiting ones (the
        simulator keeps running jobs at the head of each queue), then arrival, then id.
     4. Gang scheduling: a job runs with exactly its requested ``max_workers`` (capped at
