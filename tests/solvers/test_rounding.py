@@ -1,0 +1,197 @@
+"""Rounding: marginals, exact sums, the computed guarantee against Monte-Carlo, and derandomisation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+from solvers.guarantee import chernoff, compute_guarantee, event_rows, width_scale
+from solvers.problem import ChoiceGroup, Option, Problem
+from solvers.rounding import plan_rounding, round_derandomized, round_trials
+
+N_MC = 20_000  # Monte-Carlo trials per check
+# A check "fails" only if the observed count is implausible under the claim: P[Binomial(N, p) >= k] < 1e-6.
+# If the claim holds, this happens with probability < 1e-6 per check, so it is a real refutation,
+# not noise (and the seeded generator makes every run identical anyway).
+ALPHA = 1e-6
+
+
+def _not_refuted(hits: int, trials: int, p_claim: float) -> bool:
+    return hits == 0 or stats.binom.sf(hits - 1, trials, min(p_claim, 1.0)) >= ALPHA
+
+
+def _mixed(seed: int, n: int = 60, m_pack: int = 4, m_cover: int = 4, density: float = 0.5) -> tuple[Problem, np.ndarray]:
+    """Binary variables, packing rows nearly tight and covering rows just met at a fractional point."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.05, 0.95, n)
+    A = rng.uniform(0.2, 1.0, (m_pack, n)) * (rng.random((m_pack, n)) < density)
+    C = rng.uniform(0.2, 1.0, (m_cover, n)) * (rng.random((m_cover, n)) < density)
+    prob = Problem(c=rng.uniform(1, 10, n), A=A, b=A @ x, C=C, d=C @ x, upper=np.ones(n))
+    return prob, x
+
+
+def _structured(seed: int) -> tuple[Problem, np.ndarray]:
+    """Exact choice groups (with members), an exact-sum row, free variables, and packing/covering rows over all."""
+    rng = np.random.default_rng(seed)
+    n_groups, k = 6, 3
+    ind = np.arange(n_groups * k)
+    members = n_groups * k + np.arange(n_groups * k * 2).reshape(n_groups * k, 2)
+    pip = members.max() + 1 + np.arange(8)
+    free = pip.max() + 1 + np.arange(10)
+    n = free.max() + 1
+    x = np.zeros(n)
+    y = rng.dirichlet(np.ones(k), n_groups).ravel()
+    x[ind] = y
+    x[members] = y[:, None] * rng.uniform(0, 1, (n_groups * k, 2))
+    x[pip] = 3 * rng.dirichlet(np.ones(8))
+    while x[pip].max() > 1:  # an exact-sum row needs marginals in [0, 1] summing to 3
+        x[pip] = 3 * rng.dirichlet(np.ones(8))
+    x[free] = rng.uniform(0, 1, free.size)
+    groups = [ChoiceGroup(tuple(Option(int(ind[g * k + o]), members[g * k + o]) for o in range(k)), exact=True)
+              for g in range(n_groups)]
+    A = rng.uniform(0.2, 1.0, (3, n)) * (rng.random((3, n)) < 0.6)
+    C = rng.uniform(0.2, 1.0, (3, n)) * (rng.random((3, n)) < 0.6)
+    G = np.zeros((1, n))
+    G[0, pip] = 1.0
+    prob = Problem(c=rng.uniform(1, 10, n), A=A, b=A @ x, C=C, d=C @ x, G=G, g_lo=[3.0], g_hi=[3.0],
+                   upper=np.ones(n), groups=groups)
+    return prob, x
+
+
+def test_chernoff_dominates_exact_binomial_tails() -> None:
+    for n, p in ((50, 0.1), (200, 0.3), (30, 0.5)):
+        mu = n * p
+        for t in range(int(mu) + 1, n + 1, 3):
+            assert stats.binom.sf(t - 1, n, p) <= chernoff(mu, t) + 1e-15
+        for t in range(0, int(np.ceil(mu))):
+            assert stats.binom.cdf(t, n, p) <= chernoff(mu, t) + 1e-15
+    assert chernoff(3.0, 2.0 * 3.0) == pytest.approx(np.exp(3.0 - 3.0 * 2 * np.log(2)))
+    assert chernoff(0.0, 1.0) == 0.0 and chernoff(2.0, 0.0) == pytest.approx(np.exp(-2.0))
+    assert chernoff(2.0, 2.0) == 1.0  # no information at the mean
+
+
+@pytest.mark.parametrize("width,rows", [(1.0, 5), (4.0, 30), (50.0, 100)])
+def test_width_scale_is_the_largest_scale_meeting_the_budget(width: float, rows: int) -> None:
+    s = width_scale(width, rows, 0.25, cover=False)
+    assert 0 < s <= 1 and rows * chernoff(s * width, width) <= 0.25 + 1e-12
+    if s < 1:
+        assert rows * chernoff(min(1.0, s * 1.01) * width, width) > 0.25
+    c = width_scale(width, rows, 0.25, cover=True)
+    assert c >= 1 and rows * chernoff(c * width, width) <= 0.25 + 1e-12
+    if c > 1:
+        assert rows * chernoff(c * 0.99 * width, width) > 0.25
+
+
+def test_independent_rounding_keeps_marginals_and_scales_one_sided_variables() -> None:
+    rng = np.random.default_rng(1)
+    n = 40
+    x = rng.uniform(0, 3, n)
+    A = sp.random_array((3, 20), density=0.8, rng=rng) + 0.0
+    A = sp.hstack([A, sp.csr_array((3, 20))])
+    C = sp.hstack([sp.csr_array((2, 20)), sp.random_array((2, 20), density=0.8, rng=rng)])
+    prob = Problem(c=np.ones(n), A=A, b=A @ x + 1, C=C, d=C @ x, upper=np.full(n, 3.0))
+    plan = plan_rounding(prob, x, scale=(0.5, 1.5))
+    in_a, in_c = np.diff(prob.A.tocsc().indptr) > 0, np.diff(prob.C.tocsc().indptr) > 0
+    factor = np.where(in_a, 0.5, np.where(in_c, 1.5, 1.0))  # a variable in no row keeps its value
+    expected = np.minimum(factor * x, 3.0)
+    np.testing.assert_allclose(plan.marginal, expected)
+    X = round_trials(plan, N_MC, np.random.default_rng(0))
+    assert np.all(X == np.round(X)) and np.all((X >= np.floor(expected)) & (X <= np.ceil(expected)))
+    se = np.sqrt(np.maximum((expected - np.floor(expected)) * (np.ceil(expected) - expected), 1e-12) / N_MC)
+    assert np.all(np.abs(X.mean(axis=0) - expected) <= 5 * se + 1e-12)
+
+
+def test_dependent_rounding_keeps_marginals_sums_and_groups() -> None:
+    prob, x = _structured(3)
+    plan = plan_rounding(prob, x, scale=1.0)
+    X = round_trials(plan, N_MC, np.random.default_rng(5))
+    # Every trial: exactly one option per group, members only under the chosen option, row sum exactly 3.
+    R, lo, hi = prob.implied_rows()
+    act = (R @ X.T).T
+    assert np.all(act <= hi + 1e-9) and np.all(act >= lo - 1e-9)
+    assert np.all((prob.G @ X.T) == 3.0)
+    assert np.all(X == np.round(X))
+    se = np.sqrt(np.maximum(plan.marginal * (1 - plan.marginal), 1e-12) / N_MC)
+    np.testing.assert_allclose(plan.marginal, x, atol=1e-9)
+    assert np.all(np.abs(X.mean(axis=0) - x) <= 5 * se + 1e-12)
+
+
+def _event_frequency(prob: Problem, plan, g) -> tuple[np.ndarray, object]:
+    ev = event_rows(prob, plan, g)
+    X = round_trials(plan, N_MC, np.random.default_rng(11))
+    vals = (ev.H @ X.T).T
+    return ev.sign * vals >= ev.sign * ev.t, ev
+
+
+@pytest.mark.parametrize("maker,seed", [(_mixed, 0), (_mixed, 7), (_structured, 2)])
+def test_monte_carlo_violation_frequency_is_within_the_computed_bound(maker, seed: int) -> None:
+    prob, x = maker(seed)
+    plan = plan_rounding(prob, x, scale=1.0)
+    g = compute_guarantee(prob, plan, prob.objective(x), trials=1)
+    assert 0 < g.p_pack <= 0.25 + 1e-9 and 0 < g.p_cover <= 0.25 + 1e-9
+    assert g.delta_pack > 0 and 0 < g.delta_cover < 1  # non-trivial thresholds: the check means something
+    hit, ev = _event_frequency(prob, plan, g)
+    for family, bound in ((0, g.p_pack), (1, g.p_cover)):
+        rows = ev.family == family
+        assert _not_refuted(int(hit[:, rows].any(axis=1).sum()), N_MC, bound)
+    # The same per row, against each row's own Chernoff bound.
+    per_row = chernoff(ev.H @ plan.marginal, ev.t)
+    for r in np.flatnonzero(ev.family < 2):
+        assert _not_refuted(int(hit[:, r].sum()), N_MC, float(per_row[r]))
+    # Events are exactly the documented thresholds on the unnormalised rows.
+    X = round_trials(plan, 200, np.random.default_rng(11))
+    over = (prob.A @ X.T >= (1 + g.delta_pack) * prob.b[:, None] - 1e-9).any(axis=0)
+    assert np.array_equal(over, hit[:200, ev.family == 0].any(axis=1))
+
+
+def test_objective_bound_is_not_refuted() -> None:
+    prob, x = _mixed(4)
+    plan = plan_rounding(prob, x, scale=1.0)
+    g = compute_guarantee(prob, plan, prob.objective(x), trials=1, targets=(0.25, 0.25, 0.05))
+    X = round_trials(plan, N_MC, np.random.default_rng(2))
+    worse = (X @ prob.c + prob.offset) >= g.objective_threshold
+    assert g.objective_method in ("chernoff", "markov") and g.p_objective <= 0.05 + 1e-9
+    assert _not_refuted(int(worse.sum()), N_MC, g.p_objective)
+    assert g.p_success == pytest.approx(max(0.0, 1 - g.p_pack - g.p_cover - g.p_objective))
+
+
+@pytest.mark.parametrize("maker,seed", [(_mixed, 0), (_mixed, 9), (_structured, 4), (_structured, 8)])
+def test_derandomized_rounding_is_deterministic_and_meets_its_guarantee(maker, seed: int) -> None:
+    prob, x = maker(seed)
+    plan = plan_rounding(prob, x, scale=1.0)
+    g = compute_guarantee(prob, plan, prob.objective(x), trials=1)
+    ev = event_rows(prob, plan, g)
+    x1, phi0, phi1 = round_derandomized(prob, plan, ev)
+    x2, _, _ = round_derandomized(prob, plan, ev)
+    assert np.array_equal(x1, x2)
+    assert phi0 <= g.p_pack + g.p_cover + g.p_objective + 1e-9  # the estimator starts at most at the union bound
+    assert phi1 <= phi0 + 1e-9 and phi0 < 1
+    assert np.all(x1 == np.round(x1))
+    assert np.all(prob.A @ x1 < (1 + g.delta_pack) * prob.b)
+    assert np.all(prob.C @ x1 > (1 - g.delta_cover) * prob.d)
+    assert prob.objective(x1) < g.objective_threshold
+    R, lo, hi = prob.implied_rows()
+    assert np.all(R @ x1 <= hi + 1e-9) and np.all(R @ x1 >= lo - 1e-9)
+    if prob.G.shape[0]:
+        assert np.all(prob.G @ x1 == 3.0)
+
+
+def test_same_seed_same_trials() -> None:
+    prob, x = _structured(1)
+    plan = plan_rounding(prob, x)
+    a = round_trials(plan, 50, np.random.default_rng(42))
+    b = round_trials(plan, 50, np.random.default_rng(42))
+    c = round_trials(plan, 50, np.random.default_rng(43))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_width_scaling_statement_reports_the_instance_numbers() -> None:
+    prob, x = _mixed(5)
+    plan = plan_rounding(prob, x)
+    g = compute_guarantee(prob, plan, prob.objective(x), trials=64)
+    assert g.width_pack == pytest.approx(float(np.min(prob.b / prob.A.max(axis=1).toarray().ravel())))
+    assert g.p_all_fail == pytest.approx((1 - g.p_success) ** 64)
+    for number in (f"{g.delta_pack:.4g}", f"{g.p_pack:.4g}", "64 trials"):
+        assert number in g.statement
