@@ -1,0 +1,366 @@
+"""Repair a rounded point into a feasible one, generically in terms of the Problem's rows and columns.
+
+Why this order: after rounding, packing rows may be overloaded and covering rows short.  Overloads
+are removed first by the moves with the least objective harm per unit of overload removed (harm
+counts the coverage a decrement destroys, priced at the cheapest way to restore it); then short
+rows are completed greedily by the best cost per unit of shortfall, using only moves that keep
+every upper side (packing rows, group rows, general rows' upper bounds) intact, so a second option
+of a choice group is never switched on.  When a short row can only be completed by overloading
+another, the cheapest such move is made and the overload is repaired again, with the completed
+variable protected (an ejection chain with a short tabu list).
+
+All rows are handled as ``lo <= M x <= hi`` (``Problem.all_rows``), so general rows are repaired
+too, as far as single-variable moves can; :class:`RepairReport` lists what is left.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from solvers.problem import Problem
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RowSystem", "RepairReport", "row_system", "repair", "evaluate_moves", "column_entries"]
+
+_TOL = 1e-9  # relative slack repair aims for, well inside check.py's 1e-6
+
+
+@dataclass(frozen=True)
+class RowSystem:
+    """The problem as lo <= M x <= hi with everything repair and local search need per row/column.
+
+    ``cost`` is the objective in minimisation form; ``norm`` scales each row's violation to units
+    of its largest coefficient; ``price`` is the cheapest cost of raising a row by one such unit.
+    """
+
+    M: sp.csr_array
+    Mc: sp.csc_array
+    lo: np.ndarray
+    hi: np.ndarray
+    tol_lo: np.ndarray
+    tol_hi: np.ndarray
+    norm: np.ndarray
+    price: np.ndarray
+    upper: np.ndarray
+    integer: np.ndarray
+    cost: np.ndarray
+    names: tuple[str, ...]
+    opt_ind: np.ndarray  # indicator of each choice option
+    opt_group: np.ndarray  # its group
+    opt_vars: sp.csc_array  # n x options: 1 on the indicator and the members of each option
+
+
+def row_system(problem: Problem) -> RowSystem:
+    """Build the :class:`RowSystem` of ``problem`` (once per solve; shared by all trials)."""
+    M, lo, hi = problem.all_rows()
+    M = sp.csr_array(M)
+    Mc = sp.csc_array(M)
+    Mc.sort_indices()
+    absmax = abs(M).max(axis=1).toarray().ravel() if M.shape[0] else np.zeros(0)
+    norm = np.where(absmax > 0, absmax, 1.0)
+    cost = problem.c if problem.sense == "min" else -problem.c
+    rows_of = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    pos = M.data > 0
+    unit_cost = np.maximum(cost[M.indices[pos]], 0.0) * norm[rows_of[pos]] / M.data[pos]
+    price = np.full(M.shape[0], np.inf)
+    np.minimum.at(price, rows_of[pos], unit_cost)
+    price = np.where(np.isfinite(price), price, 0.0)
+    with np.errstate(invalid="ignore"):
+        tol_lo = _TOL * np.maximum(1.0, np.where(np.isfinite(lo), np.abs(lo), 1.0))
+        tol_hi = _TOL * np.maximum(1.0, np.where(np.isfinite(hi), np.abs(hi), 1.0))
+    opts = [(g, o.indicator, o.members) for g, grp in enumerate(problem.groups) for o in grp.options]
+    var = np.concatenate([np.concatenate(([ind], mem)) for _, ind, mem in opts]) if opts else np.zeros(0, dtype=int)
+    col = np.repeat(np.arange(len(opts)), [1 + mem.size for _, _, mem in opts]) if opts else np.zeros(0, dtype=int)
+    opt_vars = sp.csc_array((np.ones(var.size), (var, col)), shape=(problem.n, len(opts)))
+    return RowSystem(M, Mc, lo, hi, tol_lo, tol_hi, norm, price, problem.upper, problem.integer,
+                     np.asarray(cost, dtype=np.float64), tuple(problem.row_names()),
+                     np.array([o[1] for o in opts], dtype=np.int64), np.array([o[0] for o in opts], dtype=np.int64),
+                     opt_vars)
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What repair changed: variable decrements/increments (in units), rows it fixed, rows still violated."""
+
+    decrements: int
+    increments: int
+    rows_fixed: int
+    rows_violated: tuple[str, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.rows_violated
+
+
+def column_entries(Mc: sp.csc_array, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flattened nonzeros of the given columns: (owner position in ``cols``, row index, value)."""
+    starts, ends = Mc.indptr[cols], Mc.indptr[cols + 1]
+    lens = ends - starts
+    owner = np.repeat(np.arange(cols.size), lens)
+    offs = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    flat = np.repeat(starts, lens) + offs
+    return owner, Mc.indices[flat], Mc.data[flat]
+
+
+def _effects(sys: RowSystem, r: np.ndarray, owner: np.ndarray, rows: np.ndarray, change: np.ndarray,
+             count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    old = r[rows]
+    new = old + change
+    hi, lo, nrm = sys.hi[rows], sys.lo[rows], sys.norm[rows]
+    d_hi = (np.maximum(new - hi - sys.tol_hi[rows], 0) - np.maximum(old - hi - sys.tol_hi[rows], 0)) / nrm
+    d_lo = (np.maximum(lo - new - sys.tol_lo[rows], 0) - np.maximum(lo - old - sys.tol_lo[rows], 0)) / nrm
+    return (np.bincount(owner, weights=d_hi, minlength=count), np.bincount(owner, weights=d_lo, minlength=count),
+            np.bincount(owner, weights=d_lo * sys.price[rows], minlength=count))
+
+
+def evaluate_moves(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Effect of each move ``x[cols[k]] += steps[k]`` on the activity ``r``: changes of the normalised
+    upper violation, of the normalised lower violation, and of the lower violation priced by ``price``."""
+    owner, rows, vals = column_entries(sys.Mc, cols)
+    return _effects(sys, r, owner, rows, steps[owner] * vals, cols.size)
+
+
+def _evaluate_deltas(sys: RowSystem, r: np.ndarray, D: sp.csc_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Like :func:`evaluate_moves` for composite moves: column k of ``D`` (n x K) is added to x."""
+    R = sp.csc_array(sys.M @ D)
+    owner = np.repeat(np.arange(R.shape[1]), np.diff(R.indptr))
+    return _effects(sys, r, owner, R.indices, R.data, R.shape[1])
+
+
+def _violated(sys: RowSystem, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return r > sys.hi + sys.tol_hi, r < sys.lo - sys.tol_lo
+
+
+def _candidate_moves(sys: RowSystem, x: np.ndarray, r: np.ndarray, rows: np.ndarray, upward: bool
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Moves on the columns of ``rows`` that push those rows' activity down (``upward`` False) or up.
+
+    Integer variables move by 1; continuous ones by what their worst row needs, within bounds.
+    """
+    sub = sys.M[rows]
+    if sub.nnz == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    row_pos = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
+    cols, vals = sub.indices, sub.data
+    need = np.where(upward, sys.lo[rows] - r[rows], r[rows] - sys.hi[rows])[row_pos]
+    direction = np.sign(vals) * (1.0 if upward else -1.0)
+    amount = np.abs(need / vals)
+    room = np.where(direction > 0, sys.upper[cols] - x[cols], x[cols])
+    step = np.where(sys.integer[cols], 1.0, np.minimum(room, amount))
+    ok = (room >= step - 1e-12) & (step > 0)
+    key = cols * 2 + (direction > 0)
+    key, first = np.unique(key[ok], return_index=True)
+    # For continuous variables keep the largest step any of their rows asks for.
+    big = np.zeros(key.size)
+    np.maximum.at(big, np.searchsorted(key, cols[ok] * 2 + (direction[ok] > 0)), step[ok])
+    return key // 2, np.where(key % 2 == 1, big, -big)
+
+
+def _score(gain: np.ndarray, harm: np.ndarray) -> np.ndarray:
+    """Lower is better: harm per unit gained; a profitable move (harm < 0) is better the more it gains."""
+    return np.where(harm >= 0, harm / gain, harm * gain)
+
+
+class _State:
+    """x, its row activity and move counters, updated one column at a time."""
+
+    def __init__(self, sys: RowSystem, x: np.ndarray) -> None:
+        self.sys = sys
+        self.x = x
+        self.r = sys.M @ x
+        self.dec = self.inc = self.moves = 0
+
+    def apply(self, j: int, step: float) -> None:
+        sys = self.sys
+        self.x[j] = round(self.x[j] + step) if sys.integer[j] else self.x[j] + step
+        lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
+        self.r[sys.Mc.indices[lo:hi]] += step * sys.Mc.data[lo:hi]
+        self.moves += 1
+        units = int(round(abs(step))) if sys.integer[j] else 1
+        if step < 0:
+            self.dec += units
+        else:
+            self.inc += units
+
+
+def _greedy(st: _State, budget: int) -> None:
+    """Remove overloads (least harm per unit of overload), then complete short rows with moves that keep
+    every upper side intact (best cost per unit of shortfall); stop when stuck or out of moves."""
+    sys = st.sys
+    while st.moves < budget:
+        over, under = _violated(sys, st.r)
+        if over.any():
+            cols, steps = _candidate_moves(sys, st.x, st.r, np.flatnonzero(over), upward=False)
+            if cols.size:
+                d_hi, _, d_lo_priced = evaluate_moves(sys, st.r, cols, steps)
+                gain, harm = -d_hi, sys.cost[cols] * steps + d_lo_priced
+                ok = gain > 1e-12
+                if ok.any():
+                    k = np.flatnonzero(ok)[np.argmin(_score(gain[ok], harm[ok]))]
+                    st.apply(int(cols[k]), float(steps[k]))
+                    continue
+            return
+        if not under.any():
+            return
+        cols, steps = _candidate_moves(sys, st.x, st.r, np.flatnonzero(under), upward=True)
+        if cols.size == 0:
+            return
+        d_hi, d_lo, _ = evaluate_moves(sys, st.r, cols, steps)
+        gain = -d_lo
+        clean = (d_hi <= 1e-12) & (gain > 1e-12)
+        if not clean.any():
+            return
+        k = np.flatnonzero(clean)[np.argmin(_score(gain[clean], sys.cost[cols[clean]] * steps[clean]))]
+        st.apply(int(cols[k]), float(steps[k]))
+
+
+def _violation(sys: RowSystem, r: np.ndarray) -> float:
+    return float(np.sum((np.maximum(r - sys.hi - sys.tol_hi, 0) + np.maximum(sys.lo - r - sys.tol_lo, 0)) / sys.norm))
+
+
+def _switch_moves(sys: RowSystem, x: np.ndarray, bad: np.ndarray) -> tuple[sp.csc_array, np.ndarray, np.ndarray]:
+    """Composite moves on choice groups near violated rows: clear the active option (indicator and
+    members to 0), alone or followed by switching another option's indicator on.
+
+    Returns (deltas n x K, indicator switched off, indicator switched on or -1).
+    """
+    if sys.opt_ind.size == 0:
+        return sp.csc_array((x.size, 0)), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    near = np.zeros(x.size)
+    near[np.unique(sys.M[bad].indices)] = 1.0
+    touches = (sys.opt_vars.T @ near) > 0
+    groups = np.unique(sys.opt_group[touches])
+    active = np.flatnonzero((x[sys.opt_ind] >= 0.5) & np.isin(sys.opt_group, groups))
+    rows, cols, vals, off, on = [], [], [], [], []
+    for a in active:
+        lo, hi = sys.opt_vars.indptr[a], sys.opt_vars.indptr[a + 1]
+        members = sys.opt_vars.indices[lo:hi]
+        clear = -x[members]
+        for o in np.concatenate(([-1], np.flatnonzero(sys.opt_group == sys.opt_group[a]))):
+            if o == a:
+                continue
+            k = len(off)
+            rows.append(members)
+            vals.append(clear)
+            if o >= 0:
+                rows.append(np.array([sys.opt_ind[o]]))
+                vals.append(np.ones(1))
+            cols.append(np.full(members.size + (o >= 0), k))
+            off.append(sys.opt_ind[a])
+            on.append(sys.opt_ind[o] if o >= 0 else -1)
+    if not off:
+        return sp.csc_array((x.size, 0)), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    D = sp.csc_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(x.size, len(off)))
+    return D, np.array(off), np.array(on)
+
+
+def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
+    """Tabu search on cost + lam * (normalised violation) over single moves and pairs of +-1 moves
+    (the first on a column of a violated row, the second on any column); keeps the least violated point.
+
+    Why: when greedy completion is stuck (every completion overloads something), moving a unit from
+    an overloaded row to one with room, or passing through a slightly worse point, is often all that
+    is missing.  The best move is taken even when it is worse (undoing it is tabu for a few steps),
+    and lam grows at each local minimum so feasibility eventually dominates cost.
+    """
+    sys = st.sys
+    n = sys.cost.size
+    lam = max(float(np.max(np.abs(sys.cost), initial=0.0)), 1.0)
+    everyone = np.arange(n)
+    tenure = int(min(7, 1 + n // 2))
+    tabu = np.zeros((n, 2), dtype=np.int64)  # step until which moving column j down (0) / up (1) is tabu
+    best_v, best_x = _violation(sys, st.r), st.x.copy()
+    stall = step = 0
+    while st.moves < budget and stall < max_stall:
+        over, under = _violated(sys, st.r)
+        bad = np.flatnonzero(over | under)
+        if bad.size == 0:
+            return
+        step += 1
+        v_now = _violation(sys, st.r)
+        best: tuple[float, tuple[tuple[int, float], ...]] = (np.inf, ())
+        cols, steps = (np.concatenate(a) for a in zip(
+            _candidate_moves(sys, st.x, st.r, np.flatnonzero(over), upward=False),
+            _candidate_moves(sys, st.x, st.r, np.flatnonzero(under), upward=True)))
+        if cols.size:
+            d_hi, d_lo, _ = evaluate_moves(sys, st.r, cols, steps)
+            ok = (tabu[cols, (steps > 0).astype(int)] < step) | (v_now + d_hi + d_lo < best_v - 1e-12)
+            delta = np.where(ok, sys.cost[cols] * steps + lam * (d_hi + d_lo), np.inf)
+            k = int(np.argmin(delta))
+            if delta[k] < best[0]:
+                best = (float(delta[k]), ((int(cols[k]), float(steps[k])),))
+        D, off, on = _switch_moves(sys, st.x, bad)
+        if off.size:
+            d_hi, d_lo, _ = _evaluate_deltas(sys, st.r, D)
+            ok = (tabu[off, 1] < step) | (v_now + d_hi + d_lo < best_v - 1e-12)
+            delta = np.where(ok, sys.cost @ D + lam * (d_hi + d_lo), np.inf)
+            k = int(np.argmin(delta))
+            if delta[k] < best[0]:
+                col = D[:, [k]]
+                best = (float(delta[k]), tuple((int(j), float(v)) for j, v in zip(col.indices, col.data)))
+        if best[0] >= 0:  # no improving single move: try pairs whose first move helps a violated row
+            firsts = (cols, steps) if cols.size else (np.zeros(0, dtype=np.int64), np.zeros(0))
+            keep = sys.integer[firsts[0]] & (tabu[firsts[0], (firsts[1] > 0).astype(int)] < step)
+            for j, sj in zip(firsts[0][keep], np.sign(firsts[1][keep])):
+                lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
+                r1 = st.r.copy()
+                r1[sys.Mc.indices[lo:hi]] += sj * sys.Mc.data[lo:hi]
+                x1 = st.x.copy()
+                x1[j] += sj
+                v1 = _violation(sys, r1)
+                for sk in (-1.0, 1.0):
+                    d_hi, d_lo, _ = evaluate_moves(sys, r1, everyone, np.full(n, sk))
+                    fits = (sys.integer & (x1 + sk >= 0) & (x1 + sk <= sys.upper + 1e-12) & (everyone != j)
+                            & ((tabu[:, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)))
+                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost + lam * (v1 - v_now + d_hi + d_lo), np.inf)
+                    k = int(np.argmin(delta))
+                    if delta[k] < best[0]:
+                        best = (float(delta[k]), ((int(j), float(sj)), (k, sk)))
+        if not best[1]:
+            break
+        for j, s in best[1]:
+            st.apply(j, s)
+            tabu[j, int(s < 0)] = step + tenure  # forbid undoing it for a while
+        if best[0] >= 0:
+            lam *= 2.0
+        v = _violation(sys, st.r)
+        if v < best_v - 1e-12:
+            best_v, best_x, stall = v, st.x.copy(), 0
+        else:
+            stall += 1
+    if _violation(sys, st.r) > best_v:
+        st.x[:] = best_x
+        st.r = sys.M @ st.x
+
+
+def repair(problem: Problem, x: np.ndarray, *, system: RowSystem | None = None,
+           max_moves: int | None = None) -> tuple[np.ndarray, RepairReport]:
+    """Return a repaired copy of ``x`` and what changed.  Integer entries are rounded and all entries
+    clipped to their bounds first; the result is feasible when ``report.rows_violated`` is empty."""
+    sys = system if system is not None else row_system(problem)
+    x = np.clip(np.where(sys.integer, np.round(x), x), 0.0, sys.upper)
+    st = _State(sys, x)
+    over, under = _violated(sys, st.r)
+    bad_before = over | under
+    budget = max_moves if max_moves is not None else 20 * problem.n + 100
+    _greedy(st, budget)
+    escalated = False
+    if (lambda o, u: (o | u).any())(*_violated(sys, st.r)):
+        escalated = True
+        _penalty_search(st, budget, max_stall=50 + problem.n)
+        _greedy(st, budget)
+    over, under = _violated(sys, st.r)
+    left = np.flatnonzero(over | under)
+    notes = tuple(filter(None, ("move budget exhausted" if st.moves >= budget and left.size else "",
+                                "tabu search used" if escalated else "")))
+    report = RepairReport(decrements=st.dec, increments=st.inc,
+                          rows_fixed=int(np.count_nonzero(bad_before & ~(over | under))),
+                          rows_violated=tuple(sys.names[i] for i in left), notes=notes)
+    return st.x, report
