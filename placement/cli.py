@@ -183,6 +183,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    from placement.batch import BatchError, run_batch
+
+    try:
+        summary = run_batch(args.patterns, solver=args.solver, out_csv=args.out, executor=args.executor,
+                            address=args.address, workers=args.workers, time_limit=args.time_limit,
+                            seed=args.seed, trials=args.trials, progress=not args.no_progress,
+                            retry_failed=args.retry_failed)
+    except BatchError as exc:
+        raise BadInput(str(exc)) from None
+    skipped = f"{summary.skipped} skipped (already in {args.out}"
+    skipped += f", {summary.skipped_failed} of them failed: --retry-failed)" if summary.skipped_failed else ")"
+    gap = "-" if summary.mean_gap is None else f"{summary.mean_gap:.2%}"
+    print(f"instances  {summary.total}: {summary.solved} solved, {summary.failed} failed, {skipped}")
+    print(f"mean gap   {gap} (instances solved in this run)")
+    where = f"dask at {args.address}" if args.address else f"{args.executor}, {args.workers} worker(s)"
+    print(f"wall time  {summary.wall_seconds:.2f} s ({where})")
+    for path, error in summary.failures[:10]:
+        print(f"failed     {path}: {error}")
+    if summary.failed > 10:
+        print(f"failed     ... {summary.failed - 10} more (see the error column)")
+    print(f"wrote {args.out}")
+    return EXIT_OK if summary.all_solved else EXIT_INVALID
+
+
 def _simulation_input(args: argparse.Namespace):
     """(jobs or instance, topology or None, slot_seconds) from --trace."""
     from placement.traces import read_joblist, read_philly
@@ -264,6 +289,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(run=cmd_simulate)
+
+    p = sub.add_parser("batch", help="solve many instance files into one CSV, locally or on a Dask cluster")
+    p.add_argument("patterns", nargs="+", metavar="GLOB", help="instance files or globs (quote them for **)")
+    p.add_argument("--solver", required=True, choices=["rounding", "greedy", "exact", "lp-bound"])
+    p.add_argument("--executor", default="local", choices=["local", "dask"],
+                   help="local processes (default) or a Dask cluster (pip install \"placement[dask]\")")
+    p.add_argument("--address", default=None, metavar="tcp://HOST:8786",
+                   help="dask: a running scheduler (default: start a local cluster of --workers)")
+    p.add_argument("--workers", type=int, default=1, help="processes (default 1: in this process)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="cap on each solve")
+    p.add_argument("--seed", type=int, default=0, help="seed of the rounding trials (default 0)")
+    p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
+    p.add_argument("--out", required=True, metavar="CSV", help="results, one row per instance; "
+                   "schedules go to schedules/ beside it; an existing file is resumed")
+    p.add_argument("--retry-failed", action="store_true", help="solve again the instances whose row has an error")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_batch)
     return parser
 
 

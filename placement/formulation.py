@@ -44,8 +44,7 @@ def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBo
     cluster holds at the spread rate (restart losses only slow a job down)."""
     dt = instance.slot_seconds
     machines = instance.topology.machines
-    cap = np.array([[m.capacity.get(r, 0) for r in instance.resources] for m in machines], dtype=float)
-    fits = fit_table(job, cap, instance.resources)
+    fits = fit_table(job, instance)
     local_gbps = np.array([m.local_gbps for m in machines])
     thetas = job.batch_seconds + 2 * job.gradient_mb * 0.008 / local_gbps
     ok = fits.local >= job.min_workers

@@ -13,6 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from placement.fields import Fields, InstanceError, fail, join, read_json, vector, write_json
 from placement.topology import Link, Machine, Switch, Topology
 
@@ -216,6 +218,18 @@ class Instance:
     @cached_property
     def job_index(self) -> dict[str, int]:
         return {j.id: i for i, j in enumerate(self.jobs)}
+
+    @cached_property
+    def capacity_matrix(self) -> np.ndarray:
+        """Capacity per machine (rows, topology order) and resource (columns)."""
+        return np.array([[m.capacity.get(r, 0) for r in self.resources]
+                         for m in self.topology.machines], dtype=float)
+
+    @cached_property
+    def machine_kinds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct capacity rows and, per machine, which one it has."""
+        kinds, which = np.unique(self.capacity_matrix, axis=0, return_inverse=True)
+        return kinds, which.reshape(-1)
 
     @cached_property
     def best_local_gbps(self) -> float:

@@ -83,8 +83,15 @@ class FitTable:
     local: np.ndarray
 
 
-def fit_table(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:
-    """Vectorised over machines (``cap`` is machines x resources)."""
+def fit_table(job: Job, instance: Instance) -> FitTable:
+    """Vectorised over machines, computed once per distinct machine capacity (real
+    clusters have a handful of machine types)."""
+    kinds, which = instance.machine_kinds
+    table = _fit_kinds(job, kinds, instance.resources)
+    return FitTable(table.workers[which], table.ps[which], table.local[which])
+
+
+def _fit_kinds(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:
     alpha = np.array([job.worker.get(r, 0) for r in resources], dtype=float)
     beta = np.array([job.ps.get(r, 0) for r in resources], dtype=float)
 
@@ -119,12 +126,12 @@ class Core:
         self.domains = doms = Domains(instance)
         topo = instance.topology
         res = instance.resources
-        self.cap = np.array([[m.capacity.get(r, 0) for r in res] for m in topo.machines], dtype=float)
+        self.cap = instance.capacity_matrix
         local_gbps = np.array([m.local_gbps for m in topo.machines])
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "job", "slot", "dom", "machine", "upper", "speed")}
         for j in jobs:
             job = instance.jobs[j]
-            fits = fit_table(job, self.cap, res)
+            fits = fit_table(job, instance)
             pairs_d, pairs_h = self._pairs(job, fits, self.allowed.get(j))
             w_fit, s_fit = fits.workers.astype(float), fits.ps.astype(float)
             theta = np.where(doms.is_local[pairs_d],

@@ -230,7 +230,15 @@ class Topology:
 
     def below(self, node: str) -> list[str]:
         """Machines in the subtree of ``node`` (the node itself if it is a machine)."""
-        return [m.id for m in self.machines if node in self.ancestors(m.id)]
+        return list(self._below[node])
+
+    @cached_property
+    def _below(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for m in self.machines:
+            for a in self.ancestors(m.id):
+                out[a].append(m.id)
+        return {n: tuple(ms) for n, ms in out.items()}
 
     @cached_property
     def ancestor_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

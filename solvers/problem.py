@@ -293,41 +293,56 @@ class Problem:
         return vec
 
     def _check_groups(self, groups: Sequence[ChoiceGroup]) -> tuple[ChoiceGroup, ...]:
+        """Vectorised over all options; the message names the first offending option."""
         groups = tuple(groups)
-        seen = np.full(self.n, -1, dtype=np.int64)  # group index that already uses each variable
+        where: list[tuple[int, int]] = []
+        indicators: list[int] = []
+        members: list[np.ndarray] = []
         for g, group in enumerate(groups):
             if not isinstance(group, ChoiceGroup):
                 raise ProblemError(f"groups[{g}]: expected ChoiceGroup, got {type(group).__name__}")
             if not group.options:
                 raise ProblemError(f"groups[{g}]: has no options")
             for k, opt in enumerate(group.options):
-                where = f"groups[{g}].options[{k}]"
                 if not isinstance(opt, Option):
-                    raise ProblemError(f"{where}: expected Option, got {type(opt).__name__}")
-                y = opt.indicator
-                if not 0 <= y < self.n:
-                    raise ProblemError(f"{where}: indicator {y} out of range [0, {self.n})")
-                if not self.integer[y] or self.upper[y] != 1.0:
-                    raise ProblemError(
-                        f"{where}: indicator {_label(self.var_names, y)} must be integer with upper bound 1 "
-                        f"(integer={bool(self.integer[y])}, upper={self.upper[y]})"
-                    )
-                mem = opt.members
-                if mem.size and (mem.min() < 0 or mem.max() >= self.n):
-                    raise ProblemError(f"{where}: member index out of range [0, {self.n})")
-                if not np.isfinite(self.upper[mem]).all():
-                    j = int(mem[~np.isfinite(self.upper[mem])][0])
-                    raise ProblemError(f"{where}: member {_label(self.var_names, j)} needs a finite upper bound")
-                used = np.concatenate(([y], mem))
-                uniq, counts = np.unique(used, return_counts=True)
-                clash = np.concatenate((uniq[counts > 1], used[seen[used] >= 0]))
-                if clash.size:
-                    j = int(clash[0])
-                    raise ProblemError(
-                        f"{where}: variable {_label(self.var_names, j)} already appears in a choice option "
-                        "(each variable may be in at most one option of one group)"
-                    )
-                seen[used] = g
+                    raise ProblemError(f"groups[{g}].options[{k}]: expected Option, got {type(opt).__name__}")
+                where.append((g, k))
+                indicators.append(opt.indicator)
+                members.append(opt.members)
+        if not where:
+            return groups
+        ind = np.array(indicators, dtype=np.int64)
+        sizes = np.array([m.size for m in members], dtype=np.int64)
+        mem = np.concatenate(members) if sizes.sum() else np.zeros(0, dtype=np.int64)
+        mem_opt = np.repeat(np.arange(len(where)), sizes)
+
+        def fail(o: int, reason: str) -> None:
+            g, k = where[o]
+            raise ProblemError(f"groups[{g}].options[{k}]: {reason}")
+
+        bad = np.flatnonzero((ind < 0) | (ind >= self.n))
+        if bad.size:
+            fail(int(bad[0]), f"indicator {ind[bad[0]]} out of range [0, {self.n})")
+        bad = np.flatnonzero(~self.integer[ind] | (self.upper[ind] != 1.0))
+        if bad.size:
+            y = int(ind[bad[0]])
+            fail(int(bad[0]), f"indicator {_label(self.var_names, y)} must be integer with upper bound 1 "
+                              f"(integer={bool(self.integer[y])}, upper={self.upper[y]})")
+        bad = np.flatnonzero((mem < 0) | (mem >= self.n))
+        if bad.size:
+            fail(int(mem_opt[bad[0]]), f"member index out of range [0, {self.n})")
+        bad = np.flatnonzero(~np.isfinite(self.upper[mem]))
+        if bad.size:
+            fail(int(mem_opt[bad[0]]), f"member {_label(self.var_names, int(mem[bad[0]]))} needs a finite upper bound")
+        used = np.concatenate((ind, mem))
+        owner = np.concatenate((np.arange(len(where)), mem_opt))
+        order = np.argsort(used, kind="stable")
+        repeat = np.flatnonzero(used[order][1:] == used[order][:-1]) + 1
+        if repeat.size:
+            clash = order[repeat]
+            first = int(clash[np.argmin(owner[clash])])
+            fail(int(owner[first]), f"variable {_label(self.var_names, int(used[first]))} already appears in a "
+                                    "choice option (each variable may be in at most one option of one group)")
         return groups
 
     def _build_implied(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:

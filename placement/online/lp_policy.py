@@ -2,26 +2,32 @@
 every slot, round it, and realise the first slot.
 
 Per slot t:
-1. *Candidate domains* per job (keeps the window model small enough for a decision in
-   well under a second at 200 jobs x 64 machines): the domain it runs in now (no
+1. *Partitions* (POP, Narayanan et al., SOSP 2021): with more than ``jobs_per_partition``
+   active jobs, the top-level subtrees (racks) are dealt into k groups of similar
+   capacity and the jobs into the same k groups (a running job stays with the rack it
+   runs in; the others are dealt in order of remaining processing time, so every group
+   gets a mix); each group is an independent, smaller window model. One partition when
+   the cluster is small.
+2. *Candidate domains* per job, inside its partition: the domain it runs in now (no
    reconfiguration needed), the ``local_candidates`` machines with the most room for it,
-   the ``spread_candidates`` smallest subtrees (racks) with the most room, and the root
-   only when no candidate rack could hold ``max_workers``. Room is measured in the slot
-   as it would be if every job kept its current tasks, minus the job's own.
-2. *Window LP*: the aggregated model (``placement.aggregate``: one worker and one PS
+   the ``spread_candidates`` smallest subtrees with the most room, and the root only when
+   there is one partition and no candidate rack could hold ``max_workers``. Room is
+   measured as if every job kept its current tasks, minus the job's own.
+3. *Window LP*: the aggregated model (``placement.aggregate``: one worker and one PS
    count per job, slot and domain) over slots t..t+window-1 with each job's remaining
    work as reported by the cluster, restricted to those domains.
-3. *Rounding*: in every job-slot the option with the largest LP weight, its counts
+4. *Rounding*: in every job-slot the option with the largest LP weight, its counts
    rounded from their conditional values (the deterministic member of the rounding
    family of ``solvers.rounding``; one trial is what a per-slot decision affords).
-4. *Realise slot t* with the realiser's slot rules (``placement.realise``): the plan's
-   placement normalised and fitted, kept unchanged when a change would not finish the job
-   sooner despite its restart cost, trimmed when the job completes, and the capacity left
-   filled shortest-remaining-work first.
+5. *Realise slot t* with the realiser's slot rules (``placement.realise.decide_slot``):
+   each plan normalised and fitted in its domain, kept unchanged when a change would not
+   finish the job sooner despite its restart cost, trimmed when the job completes, and
+   the capacity left filled shortest remaining work first — across all partitions at once.
 """
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 import numpy as np
@@ -44,69 +50,140 @@ class LPRoundingPolicy:
     name = "lp-rounding"
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
-                 time_limit: float | None = 5.0):
-        if window < 1 or local_candidates < 0 or spread_candidates < 0:
-            raise ValueError("window must be >= 1 and candidate counts >= 0")
-        self.window, self.local_k, self.spread_k, self.time_limit = (
-            window, local_candidates, spread_candidates, time_limit)
+                 jobs_per_partition: int = 250, time_limit: float | None = 5.0):
+        if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
+            raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
+        self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
+        self.jobs_per_partition, self.time_limit = jobs_per_partition, time_limit
         self.last_timings: dict[str, float] = {}
+        #: sum of the window LP values of the last decision (None if a partition's LP failed)
+        self.last_lp_value: float | None = None
 
     def decide(self, view: View) -> dict[str, TaskDict]:
         inst, t = view.instance, view.t
+        timings = {"candidates": 0.0, "formulate": 0.0, "lp": 0.0}
         intended = {}
-        timings: dict[str, float] = {}
+        self.last_lp_value = 0.0
         if view.jobs:
-            t0 = time.perf_counter()
-            domains = self.candidate_domains(view)
+            clock = time.perf_counter()
+            parts = self.partitions(view)
+            domains = self.candidate_domains(view, parts)
+            timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
-            remaining = {j: s.remaining for j, s in view.jobs.items()}
-            problem, decoder = formulate_aggregated(inst, start=t, end=end, remaining=remaining, domains=domains)
-            t1 = time.perf_counter()
-            lp = solve_lp(problem, time_limit=self.time_limit)
-            t2 = time.perf_counter()
-            timings.update(candidates_formulate=t1 - t0, lp=t2 - t1)
-            if lp.status is Status.OPTIMAL:
-                x = _most_likely(plan_rounding(problem, lp.x), problem.n)
-                intended = decoder.plan(x).slots[t]
-            else:
-                logger.warning("slot %d: window LP %s (%s); falling back to the slot rules alone",
-                               t, lp.status.value, lp.message)
-        t3 = time.perf_counter()
+            for jobs, _ in parts:
+                intended.update(self._solve_part(view, jobs, domains, end, timings))
+        clock = time.perf_counter()
         placed = decide_slot(inst, view.tracker(), t, intended, fill=True)
-        timings["realise"] = time.perf_counter() - t3
+        timings["realise"] = time.perf_counter() - clock
+        timings["partitions"] = len(parts) if view.jobs else 0
         self.last_timings = timings
         return placed
 
-    def candidate_domains(self, view: View) -> dict[str, set[str]]:
-        """Per job: current domain, best local machines, roomiest racks, root if needed."""
+    def _solve_part(self, view: View, jobs: list[str], domains: dict[str, set[str]], end: int,
+                    timings: dict[str, float]) -> dict:
+        clock = time.perf_counter()
+        remaining = {j: view.jobs[j].remaining for j in jobs}
+        problem, decoder = formulate_aggregated(view.instance, start=view.t, end=end, remaining=remaining,
+                                                domains={j: domains[j] for j in jobs})
+        timings["formulate"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        lp = solve_lp(problem, time_limit=self.time_limit)
+        timings["lp"] += time.perf_counter() - clock
+        if lp.status is not Status.OPTIMAL:
+            self.last_lp_value = None
+            logger.warning("slot %d: window LP %s (%s); these jobs follow the slot rules alone",
+                           view.t, lp.status.value, lp.message)
+            return {}
+        if self.last_lp_value is not None:
+            self.last_lp_value += lp.objective
+        x = _most_likely(plan_rounding(problem, lp.x), problem.n)
+        return decoder.plan(x).slots[view.t]
+
+    # ----- partitions and candidates ---------------------------------------------------
+    def partitions(self, view: View) -> list[tuple[list[str], np.ndarray]]:
+        """(job ids, machine indices) per partition (module docstring, step 1)."""
+        topo = view.instance.topology
+        n_machines = len(topo.machines)
+        k = min(math.ceil(len(view.jobs) / self.jobs_per_partition), self._top_level_count(view))
+        if k <= 1:
+            return [(list(view.jobs), np.arange(n_machines))]
+        group_of_top, top_of_machine = self._deal_racks(view, k)
+        index = topo.machine_index
+        buckets: list[list[str]] = [[] for _ in range(k)]
+        waiting = []
+        for job_id, state in view.jobs.items():
+            used = [h for h, (w, s) in state.previous.items() if (w or s) and h in index]
+            if used:
+                buckets[group_of_top[top_of_machine[index[used[0]]]]].append(job_id)
+            else:
+                waiting.append(state)
+        waiting.sort(key=lambda s: (s.remaining * s.job.batch_seconds / s.job.max_workers, s.job.id))
+        for rank, state in enumerate(waiting):
+            buckets[min(range(k), key=lambda g: (len(buckets[g]), (g - rank) % k))].append(state.job.id)
+        machine_group = group_of_top[top_of_machine]
+        return [(buckets[g], np.flatnonzero(machine_group == g)) for g in range(k) if buckets[g]]
+
+    @staticmethod
+    def _top_level(view: View) -> np.ndarray:
+        """For each machine, the index of its top-level subtree (a child of the root)."""
+        anc, depth, _ = view.instance.topology.ancestor_table
+        return np.where(depth >= 1, anc[:, min(1, anc.shape[1] - 1)], np.arange(len(depth)))
+
+    def _top_level_count(self, view: View) -> int:
+        return len(np.unique(self._top_level(view)))
+
+    def _deal_racks(self, view: View, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-level subtrees dealt into k groups of similar total capacity."""
+        top = self._top_level(view)
+        tops, top_of_machine = np.unique(top, return_inverse=True)
+        cap = np.array([sum(m.capacity.values()) for m in view.instance.topology.machines])
+        size = np.bincount(top_of_machine, weights=cap)
+        group = np.zeros(len(tops), dtype=np.int64)
+        load = np.zeros(k)
+        for r in np.argsort(-size, kind="stable"):
+            g = int(np.argmin(load))
+            group[r] = g
+            load[g] += size[r]
+        return group, top_of_machine
+
+    def candidate_domains(self, view: View, parts: list[tuple[list[str], np.ndarray]]) -> dict[str, set[str]]:
+        """Per job: current domain, best local machines, roomiest small subtrees, and the
+        root only when unpartitioned and needed (module docstring, step 2)."""
         inst = view.instance
         topo = inst.topology
         residual = Residual(inst)
         for state in view.jobs.values():
             if state.previous and residual.fits(state.job, state.previous):
                 residual.place(state.job, state.previous)
-        switches = [s.id for s in topo.switches]
-        below = {s: residual.machines_below(s) for s in switches}
-        index = topo.machine_index
+        machine_ids = [m.id for m in topo.machines]
+        anc, depth, _ = topo.ancestor_table
+        # subtrees that can hold a spread job: switches, by the machines below them
+        switch_nodes = [i for i in range(len(machine_ids), len(topo.nodes))]
+        members = {i: np.flatnonzero((anc == i).any(axis=1)) for i in switch_nodes}
+        members = {i: m for i, m in members.items() if len(m) > 1}
+        root = topo.nodes.index(topo.root_id)
         out: dict[str, set[str]] = {}
-        for job_id, state in view.jobs.items():
-            job = state.job
-            held = residual.remove(job_id) if residual.held(job_id) else None
-            room = residual.worker_room(job)
-            chosen: set[str] = set()
-            if state.previous:
-                chosen.add(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
-            order = np.argsort(-room, kind="stable")
-            chosen.update(topo.machines[h].id for h in order[: self.local_k] if room[h] >= job.min_workers)
-            racks = sorted(((int(room[[index[h] for h in below[s]]].sum()), -len(below[s]), s)
-                            for s in switches if len(below[s]) > 1), reverse=True)
-            useful = [(r, s) for r, _, s in racks if r >= job.min_workers]
-            smallest_first = sorted(useful, key=lambda item: (len(below[item[1]]), -item[0]))
-            picked = smallest_first[: self.spread_k]
-            chosen.update(s for _, s in picked)
-            if not picked or max(r for r, _ in picked) < job.max_workers:
-                chosen.add(topo.root_id)
-            if held:
-                residual.place(job, held)
-            out[job_id] = chosen
+        for jobs, machines in parts:
+            inside = np.zeros(len(machine_ids), dtype=bool)
+            inside[machines] = True
+            subtrees = [(i, m) for i, m in members.items() if inside[m].all() and (i != root or len(parts) == 1)]
+            for job_id in jobs:
+                state = view.jobs[job_id]
+                job = state.job
+                held = residual.remove(job_id) if residual.held(job_id) else None
+                room = np.where(inside, residual.worker_room(job), -1)
+                chosen: set[str] = set()
+                if state.previous:
+                    chosen.add(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
+                order = np.argsort(-room, kind="stable")[: self.local_k]
+                chosen.update(machine_ids[h] for h in order if room[h] >= job.min_workers)
+                sized = sorted(((len(m), -int(np.maximum(room[m], 0).sum()), i) for i, m in subtrees
+                                if i != root and np.maximum(room[m], 0).sum() >= job.min_workers))
+                picked = sized[: self.spread_k]
+                chosen.update(topo.nodes[i] for _, _, i in picked)
+                if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
+                    chosen.add(topo.root_id)
+                if held:
+                    residual.place(job, held)
+                out[job_id] = chosen
         return out
