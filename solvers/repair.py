@@ -226,8 +226,8 @@ def _violation(sys: RowSystem, r: np.ndarray) -> float:
 
 
 def _switch_moves(sys: RowSystem, x: np.ndarray, bad: np.ndarray) -> tuple[sp.csc_array, np.ndarray, np.ndarray]:
-    """Composite moves on choice groups near violated rows: clear the active option (indicator and
-    members to 0), alone or followed by switching another option's indicator on.
+    """Composite moves on choice groups near violated rows: clear an active option that has members
+    (indicator and members to 0), alone or followed by switching another option's indicator on.
 
     Returns (deltas n x K, indicator switched off, indicator switched on or -1).
     """
@@ -237,7 +237,9 @@ def _switch_moves(sys: RowSystem, x: np.ndarray, bad: np.ndarray) -> tuple[sp.cs
     near[np.unique(sys.M[bad].indices)] = 1.0
     touches = (sys.opt_vars.T @ near) > 0
     groups = np.unique(sys.opt_group[touches])
-    active = np.flatnonzero((x[sys.opt_ind] >= 0.5) & np.isin(sys.opt_group, groups))
+    # Options without members switch by a pair of single moves, which the search already tries.
+    with_members = np.diff(sys.opt_vars.indptr) > 1
+    active = np.flatnonzero((x[sys.opt_ind] >= 0.5) & np.isin(sys.opt_group, groups) & with_members)
     rows, cols, vals, off, on = [], [], [], [], []
     for a in active:
         lo, hi = sys.opt_vars.indptr[a], sys.opt_vars.indptr[a + 1]
@@ -273,7 +275,6 @@ def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
     sys = st.sys
     n = sys.cost.size
     lam = max(float(np.max(np.abs(sys.cost), initial=0.0)), 1.0)
-    everyone = np.arange(n)
     tenure = int(min(7, 1 + n // 2))
     tabu = np.zeros((n, 2), dtype=np.int64)  # step until which moving column j down (0) / up (1) is tabu
     best_v, best_x = _violation(sys, st.r), st.x.copy()
@@ -308,21 +309,28 @@ def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
         if best[0] >= 0:  # no improving single move: try pairs whose first move helps a violated row
             firsts = (cols, steps) if cols.size else (np.zeros(0, dtype=np.int64), np.zeros(0))
             keep = sys.integer[firsts[0]] & (tabu[firsts[0], (firsts[1] > 0).astype(int)] < step)
+            near_bad = np.unique(sys.M[bad].indices)
             for j, sj in zip(firsts[0][keep], np.sign(firsts[1][keep])):
                 lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
+                rows_j = sys.Mc.indices[lo:hi]
                 r1 = st.r.copy()
-                r1[sys.Mc.indices[lo:hi]] += sj * sys.Mc.data[lo:hi]
+                r1[rows_j] += sj * sys.Mc.data[lo:hi]
                 x1 = st.x.copy()
                 x1[j] += sj
                 v1 = _violation(sys, r1)
+                # A second move on a column touching neither a violated row nor j's rows cannot lower
+                # the violation, so only those columns are candidates.
+                ks = np.union1d(near_bad, sys.M[rows_j].indices)
+                ks = ks[sys.integer[ks] & (ks != j)]
                 for sk in (-1.0, 1.0):
-                    d_hi, d_lo, _ = evaluate_moves(sys, r1, everyone, np.full(n, sk))
-                    fits = (sys.integer & (x1 + sk >= 0) & (x1 + sk <= sys.upper + 1e-12) & (everyone != j)
-                            & ((tabu[:, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)))
-                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost + lam * (v1 - v_now + d_hi + d_lo), np.inf)
-                    k = int(np.argmin(delta))
-                    if delta[k] < best[0]:
-                        best = (float(delta[k]), ((int(j), float(sj)), (k, sk)))
+                    d_hi, d_lo, _ = evaluate_moves(sys, r1, ks, np.full(ks.size, sk))
+                    fits = ((x1[ks] + sk >= 0) & (x1[ks] + sk <= sys.upper[ks] + 1e-12)
+                            & ((tabu[ks, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)))
+                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost[ks] + lam * (v1 - v_now + d_hi + d_lo),
+                                     np.inf)
+                    k = int(np.argmin(delta)) if ks.size else 0
+                    if ks.size and delta[k] < best[0]:
+                        best = (float(delta[k]), ((int(j), float(sj)), (int(ks[k]), sk)))
         if not best[1]:
             break
         for j, s in best[1]:
@@ -354,7 +362,7 @@ def repair(problem: Problem, x: np.ndarray, *, system: RowSystem | None = None,
     escalated = False
     if (lambda o, u: (o | u).any())(*_violated(sys, st.r)):
         escalated = True
-        _penalty_search(st, budget, max_stall=50 + problem.n)
+        _penalty_search(st, budget, max_stall=20 + int(2 * np.sqrt(problem.n)))
         _greedy(st, budget)
     over, under = _violated(sys, st.r)
     left = np.flatnonzero(over | under)
