@@ -96,7 +96,7 @@ def _run(inst: Instance, *, time_limit: float, trials: int, seed: int) -> Row:
                ex.objective if ex.status.has_solution else None, ex.status.value, t2 - t1)
 
 
-def _fmt(v: float | None, spec: str = ".6g") -> str:
+def _fmt(v: float | None, spec: str = ".10g") -> str:
     return "—" if v is None else format(v, spec)
 
 
@@ -125,7 +125,7 @@ def _instance_table(rows: list[Row]) -> list[str]:
            "exact | rounding s | exact s | exact/rounding |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r.family} | {r.name} | {r.n} | {r.nnz} | {_fmt(r.optimum)} | {_fmt(r.lp, '.6g')} | "
+        out.append(f"| {r.family} | {r.name} | {r.n} | {r.nnz} | {_fmt(r.optimum)} | {_fmt(r.lp, '.8g')} | "
                    f"{_fmt(r.rounding)} | {_fmt(r.gap, '.2f')} | {'yes' if r.feasible else 'NO (' + r.rounding_status + ')'} | "
                    f"{r.exact_status} | {_fmt(r.exact)} | {r.rounding_time:.3f} | {r.exact_time:.3f} | {r.ratio:.2f}x |")
     return out

@@ -26,7 +26,7 @@ from solvers.repair import RowSystem, column_entries, evaluate_moves
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LocalSearchReport", "improve"]
+__all__ = ["LocalSearchReport", "improve", "greedy_singles"]
 
 _EPS = 1e-9
 
@@ -169,7 +169,7 @@ def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float,
                 rk, vk = _column(sys, int(k))
                 r[rk] += vk
                 over = np.flatnonzero(r > sys.hi + sys.tol_hi)
-                ls = np.unique(sys.M[over].indices)
+                ls = np.unique(column_entries(sys.M, over)[1])
                 ls = ls[(x[ls] >= 1) & sys.integer[ls] & (ls != k)]
                 ls = ls[np.argsort(-sys.cost[ls], kind="stable")][:width]
                 x[k] += 1
@@ -197,6 +197,13 @@ def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float,
         x[found] += 1
         made += 1
     return made
+
+
+def greedy_singles(sys: RowSystem, x: np.ndarray, guide: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Only the single-variable moves of :func:`improve` (drops for min, LP-ordered fill for max): cheap,
+    and after it many different trials coincide, so callers can skip the full search for repeats."""
+    x = x.copy()
+    return x, _singles(sys, x, sys.M @ x, guide)
 
 
 def improve(sys: RowSystem, x: np.ndarray, *, guide: np.ndarray | None = None, max_passes: int = 50,

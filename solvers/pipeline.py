@@ -15,7 +15,7 @@ import numpy as np
 
 from solvers.check import violations
 from solvers.guarantee import compute_guarantee, event_rows
-from solvers.local_search import improve
+from solvers.local_search import greedy_singles, improve
 from solvers.lp import solve_lp
 from solvers.problem import Problem
 from solvers.repair import repair, row_system
@@ -115,15 +115,20 @@ def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derando
                 least_bad, least_count = x, len(rep.rows_violated)
             continue
         feasible_trials += 1
-        key = x.tobytes()
-        if key in seen:
-            continue
-        seen.add(key)
         ls_report = None
         if local_search:
             t2 = time.perf_counter()
+            x, _ = greedy_singles(sys, x, guide=lp.x)  # trials that coincide after this are searched once
+            if x.tobytes() in seen:
+                timings["local_search"] += time.perf_counter() - t2
+                continue
+            seen.add(x.tobytes())
             x, ls_report = improve(sys, x, guide=lp.x, time_limit=_remaining(deadline))
             timings["local_search"] += time.perf_counter() - t2
+        elif x.tobytes() in seen:
+            continue
+        else:
+            seen.add(x.tobytes())
         obj = problem.objective(x)
         if _better(problem, obj, best_obj):
             best_x, best_obj = x, obj

@@ -98,8 +98,9 @@ class RepairReport:
         return not self.rows_violated
 
 
-def column_entries(Mc: sp.csc_array, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flattened nonzeros of the given columns: (owner position in ``cols``, row index, value)."""
+def column_entries(Mc: sp.csc_array | sp.csr_array, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flattened nonzeros of the given columns of a CSC matrix (rows of a CSR one):
+    (owner position in ``cols``, row index, value).  Index arithmetic only, no sparse slicing."""
     starts, ends = Mc.indptr[cols], Mc.indptr[cols + 1]
     lens = ends - starts
     owner = np.repeat(np.arange(cols.size), lens)
@@ -144,11 +145,9 @@ def _candidate_moves(sys: RowSystem, x: np.ndarray, r: np.ndarray, rows: np.ndar
 
     Integer variables move by 1; continuous ones by what their worst row needs, within bounds.
     """
-    sub = sys.M[rows]
-    if sub.nnz == 0:
+    row_pos, cols, vals = column_entries(sys.M, rows)
+    if cols.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    row_pos = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
-    cols, vals = sub.indices, sub.data
     need = np.where(upward, sys.lo[rows] - r[rows], r[rows] - sys.hi[rows])[row_pos]
     direction = np.sign(vals) * (1.0 if upward else -1.0)
     amount = np.abs(need / vals)
@@ -231,14 +230,14 @@ def _switch_moves(sys: RowSystem, x: np.ndarray, bad: np.ndarray) -> tuple[sp.cs
 
     Returns (deltas n x K, indicator switched off, indicator switched on or -1).
     """
-    if sys.opt_ind.size == 0:
-        return sp.csc_array((x.size, 0)), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    near = np.zeros(x.size)
-    near[np.unique(sys.M[bad].indices)] = 1.0
-    touches = (sys.opt_vars.T @ near) > 0
-    groups = np.unique(sys.opt_group[touches])
     # Options without members switch by a pair of single moves, which the search already tries.
     with_members = np.diff(sys.opt_vars.indptr) > 1
+    if not with_members.any():
+        return sp.csc_array((x.size, 0)), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    near = np.zeros(x.size)
+    near[column_entries(sys.M, bad)[1]] = 1.0
+    touches = (sys.opt_vars.T @ near) > 0
+    groups = np.unique(sys.opt_group[touches])
     active = np.flatnonzero((x[sys.opt_ind] >= 0.5) & np.isin(sys.opt_group, groups) & with_members)
     rows, cols, vals, off, on = [], [], [], [], []
     for a in active:
@@ -309,7 +308,7 @@ def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
         if best[0] >= 0:  # no improving single move: try pairs whose first move helps a violated row
             firsts = (cols, steps) if cols.size else (np.zeros(0, dtype=np.int64), np.zeros(0))
             keep = sys.integer[firsts[0]] & (tabu[firsts[0], (firsts[1] > 0).astype(int)] < step)
-            near_bad = np.unique(sys.M[bad].indices)
+            near_bad = np.unique(column_entries(sys.M, bad)[1])
             for j, sj in zip(firsts[0][keep], np.sign(firsts[1][keep])):
                 lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
                 rows_j = sys.Mc.indices[lo:hi]
@@ -320,7 +319,7 @@ def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
                 v1 = _violation(sys, r1)
                 # A second move on a column touching neither a violated row nor j's rows cannot lower
                 # the violation, so only those columns are candidates.
-                ks = np.union1d(near_bad, sys.M[rows_j].indices)
+                ks = np.union1d(near_bad, column_entries(sys.M, rows_j)[1])
                 ks = ks[sys.integer[ks] & (ks != j)]
                 for sk in (-1.0, 1.0):
                     d_hi, d_lo, _ = evaluate_moves(sys, r1, ks, np.full(ks.size, sk))
