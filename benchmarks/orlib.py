@@ -131,13 +131,14 @@ def _instance_table(rows: list[Row]) -> list[str]:
     return out
 
 
-def report(rows: list[Row], command: str, args: argparse.Namespace) -> str:
+def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[float, float]) -> str:
     lines = [
         "# OR-Library: LP rounding vs exact HiGHS MIP",
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {_machine()}.",
+        f"Machine: {_machine()}. 1-minute load average at start / end of the run: {load[0]:.2f} / {load[1]:.2f} "
+        "(a load above the core count means other processes shared the CPU and inflated both solvers' times).",
         "",
         f"Settings: rounding `solve_rounding(seed={args.seed}, trials={args.trials})`, exact "
         f"`solve_exact(backend='highs', threads=1, time_limit={args.time_limit:g})`, GAP as minimisation with "
@@ -176,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [i for i in load_instances(args.root, fam) if not args.instances or i.name in args.instances]
         instances.extend(chosen[:QUICK] if args.quick else chosen)
     rows = []
+    load_start = os.getloadavg()[0]
     for inst in tqdm(instances, desc="orlib", unit="inst"):
         rows.append(_run(inst, time_limit=args.time_limit, trials=args.trials, seed=args.seed))
     command = "python benchmarks/orlib.py" + ("" if argv is None and len(sys.argv) == 1 else
                                               " " + shlex.join(argv if argv is not None else sys.argv[1:]))
-    args.output.write_text(report(rows, command, args))
+    args.output.write_text(report(rows, command, args, (load_start, os.getloadavg()[0])))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
