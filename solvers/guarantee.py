@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from solvers.problem import Problem
+
+if TYPE_CHECKING:  # rounding imports this module at run time, so only the type checker imports back
+    from solvers.rounding import RoundingPlan
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +137,7 @@ class EventRows:
     markov_threshold: float | None  # objective as a linear (Markov) term c.x / threshold, if used
 
 
-def _unit_width(mat: sp.csr_array, plan) -> np.ndarray:
+def _unit_width(mat: sp.csr_array, plan: RoundingPlan) -> np.ndarray:
     """Per row, the largest range any one random unit has (0 for a row that rounding cannot change)."""
     if mat.shape[0] == 0:
         return np.zeros(0)
@@ -182,7 +186,7 @@ class _Family:
     sure_fail: bool  # a row rounding cannot move is already violated
 
 
-def _family(mat: sp.csr_array, rhs: np.ndarray, plan, *, cover: bool) -> _Family:
+def _family(mat: sp.csr_array, rhs: np.ndarray, plan: RoundingPlan, *, cover: bool) -> _Family:
     w = _unit_width(mat, plan)
     mean = mat @ plan.marginal
     # A row is random when some unit can move it and its event is possible: packing rows with mean 0
@@ -196,7 +200,7 @@ def _family(mat: sp.csr_array, rhs: np.ndarray, plan, *, cover: bool) -> _Family
     return _Family(H, mean[keep] / wk, rhs[keep] / wk, bool(fixed_bad.any()))
 
 
-def _objective(problem: Problem, plan, target: float) -> tuple[str, float | None, float | None, float, float]:
+def _objective(problem: Problem, plan: RoundingPlan, target: float) -> tuple[str, float | None, float | None, float, float]:
     """(method, epsilon, threshold on c.x, probability bound, unit width) for the objective.
 
     Only for c >= 0 (the usual cost/profit case); Markov (min only) and Chernoff are both valid
@@ -221,7 +225,7 @@ def _objective(problem: Problem, plan, target: float) -> tuple[str, float | None
     return best if best is not None else ("chernoff", eps, mean * (1 - eps), p, w)
 
 
-def compute_guarantee(problem: Problem, plan, lp_objective: float, *, trials: int,
+def compute_guarantee(problem: Problem, plan: RoundingPlan, lp_objective: float, *, trials: int,
                       targets: tuple[float, float, float] = (0.25, 0.25, 0.25)) -> Guarantee:
     """Evaluate the union bounds for this instance, LP solution and scaling.
 
@@ -250,8 +254,7 @@ def compute_guarantee(problem: Problem, plan, lp_objective: float, *, trials: in
         rows_exact=plan.exact_rows, rows_unguarded=problem.G.shape[0] - plan.exact_general_rows,
         statement="",
     )
-    object.__setattr__(g, "statement", _statement(problem, g))
-    return g
+    return replace(g, statement=_statement(problem, g))
 
 
 def _fmt(value: float | None) -> str:
@@ -278,7 +281,7 @@ def _statement(problem: Problem, g: Guarantee) -> str:
     )
 
 
-def event_rows(problem: Problem, plan, g: Guarantee) -> EventRows:
+def event_rows(problem: Problem, plan: RoundingPlan, g: Guarantee) -> EventRows:
     """The guarantee's bad events in matrix form (see :class:`EventRows`)."""
     pk = _family(problem.A, problem.b, plan, cover=False)
     cv = _family(problem.C, problem.d, plan, cover=True)

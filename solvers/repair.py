@@ -5,12 +5,12 @@ are removed first by the moves with the least objective harm per unit of overloa
 counts the coverage a decrement destroys, priced at the cheapest way to restore it); then short
 rows are completed greedily by the best cost per unit of shortfall, using only moves that keep
 every upper side (packing rows, group rows, general rows' upper bounds) intact, so a second option
-of a choice group is never switched on.  When a short row can only be completed by overloading
-another, the cheapest such move is made and the overload is repaired again, with the completed
-variable protected (an ejection chain with a short tabu list).
+of a choice group is never switched on.  When that greedy is stuck (every completion overloads
+something), a short tabu search on cost + lam * violation over single moves, pairs of moves and
+choice-option switches takes over.
 
 All rows are handled as ``lo <= M x <= hi`` (``Problem.all_rows``), so general rows are repaired
-too, as far as single-variable moves can; :class:`RepairReport` lists what is left.
+too, as far as these moves can; :class:`RepairReport` lists what is left.
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def _switch_moves(sys: RowSystem, x: np.ndarray, bad: np.ndarray) -> tuple[sp.cs
     return D, np.array(off), np.array(on)
 
 
-def _penalty_search(st: _State, budget: int, max_stall: int) -> None:
+def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
     """Tabu search on cost + lam * (normalised violation) over single moves and pairs of +-1 moves
     (the first on a column of a violated row, the second on any column); keeps the least violated point.
 
@@ -358,12 +358,12 @@ def repair(problem: Problem, x: np.ndarray, *, system: RowSystem | None = None,
     bad_before = over | under
     budget = max_moves if max_moves is not None else 20 * problem.n + 100
     _greedy(st, budget)
-    escalated = False
-    if (lambda o, u: (o | u).any())(*_violated(sys, st.r)):
-        escalated = True
-        _penalty_search(st, budget, max_stall=20 + int(2 * np.sqrt(problem.n)))
-        _greedy(st, budget)
     over, under = _violated(sys, st.r)
+    escalated = bool((over | under).any())
+    if escalated:
+        _tabu_search(st, budget, max_stall=20 + int(2 * np.sqrt(problem.n)))
+        _greedy(st, budget)
+        over, under = _violated(sys, st.r)
     left = np.flatnonzero(over | under)
     notes = tuple(filter(None, ("move budget exhausted" if st.moves >= budget and left.size else "",
                                 "tabu search used" if escalated else "")))

@@ -115,7 +115,7 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     ``scale="width"`` picks the packing/covering scale factors from the width (see
     :func:`solvers.guarantee.width_scale`, failure budgets ``targets``); a number or a
     ``(pack, cover)`` pair fixes them.  Only variables in packing rows but no covering row (and
-    vice versa) are scaled; structured variables (groups, exact-sum rows) never are.
+    vice versa) are scaled; continuous and structured variables (groups, exact-sum rows) never are.
     """
     n = problem.n
     x = np.clip(np.asarray(x_lp, dtype=np.float64), 0.0, problem.upper)
@@ -158,7 +158,8 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     plain = ~in_group & ~in_pip
     in_a = np.diff(problem.A.tocsc().indptr) > 0
     in_c = np.diff(problem.C.tocsc().indptr) > 0
-    pack_only, cover_only = plain & in_a & ~in_c, plain & in_c & ~in_a
+    # Continuous variables are never scaled: nothing is rounded there, so scaling would only cost.
+    pack_only, cover_only = plain & integer & in_a & ~in_c, plain & integer & in_c & ~in_a
     s_pack = s_pack if pack_only.any() else 1.0  # report the scaling actually applied
     s_cover = s_cover if cover_only.any() else 1.0
     factor = np.ones(n)

@@ -19,9 +19,10 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "orlib"
 
 
 def _cases() -> list[Problem]:
+    """Every GAP and SCP problem shipped in tests/data (GAP problem 4 with equality rows instead of groups)."""
     gaps = read_gap(DATA / "gap" / "gap1.txt")
-    return [gaps[0], gaps[1], gaps[2], read_gap(DATA / "gap" / "gap1.txt", assignment="rows")[3],
-            read_scp(DATA / "scp" / "scp41.txt")]
+    rows = read_gap(DATA / "gap" / "gap1.txt", assignment="rows")
+    return [gaps[0], gaps[1], gaps[2], rows[3], gaps[4], read_scp(DATA / "scp" / "scp41.txt")]
 
 
 @pytest.mark.parametrize("prob", _cases(), ids=lambda p: p.name)
