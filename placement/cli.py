@@ -89,7 +89,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     instance = _load(Instance, args.instance)
     try:
         solution = solve(instance, solver=args.solver, seed=args.seed, time_limit=args.time_limit,
-                         trials=args.trials)
+                         trials=args.trials, model=args.model)
     except SolveError as exc:
         raise BadInput(str(exc)) from None
     cert = solution.certificate
@@ -252,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="cap on the solve (exact: default 60 s)")
     p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
+    p.add_argument("--model", default="auto", choices=["auto", "per-machine", "aggregated"],
+                   help="LP model: per-machine, aggregated (smaller), or by size (default)")
     p.add_argument("--out", metavar="FILE", help="write the schedule JSON here")
     p.add_argument("--csv", action="store_true",
                    help="also write t,job,machine,workers,ps CSV (beside --out, else to stdout)")

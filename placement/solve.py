@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from placement.aggregate import formulate_aggregated
 from placement.evaluate import Report, evaluate
 from placement.formulation import formulate
 from placement.instance import Instance
@@ -30,6 +31,9 @@ from solvers.rounding import RoundingPlan, plan_rounding, round_trials
 logger = logging.getLogger(__name__)
 
 SOLVERS = ("rounding", "greedy", "exact", "lp-bound")
+MODELS = ("auto", "per-machine", "aggregated")
+#: "auto" uses the per-machine model up to this many (job, slot, machine) triples
+AUTO_PER_MACHINE_LIMIT = 20_000
 
 
 class SolveError(ValueError):
@@ -50,17 +54,20 @@ class Certificate:
     seed: int | None = None
     trials: int | None = None
     valid_trials: int | None = None
+    model: str | None = None        # LP model used: per-machine or aggregated
     exact: bool | None = None       # exact solver: is the ILP exact for this instance
     message: str = ""
 
     def summary(self) -> str:
         lines = [f"solver            {self.solver} ({self.status})"]
         if self.lower_bound is not None:
-            lines.append(f"lower bound       {self.lower_bound:.6g} s ({self.bound_source})")
+            model = f", {self.model} model" if self.model else ""
+            lines.append(f"lower bound       {self.lower_bound:.6g} s ({self.bound_source}{model})")
         if self.gap is not None:
             lines.append(f"gap to bound      {self.gap:.2%}")
         if self.trials is not None:
-            lines.append(f"rounding trials   {self.trials} (+1 most-likely), seed {self.seed}")
+            lines.append(f"rounding          {self.valid_trials} of {self.trials + 1} candidates realised "
+                         f"({self.trials} random trials + the most likely), seed {self.seed}")
         if self.guarantee is not None:
             lines.append(f"guarantee         {self.guarantee.statement}")
         lines.append("timings           " + ", ".join(f"{k} {v:.3f}s" for k, v in self.timings.items()))
@@ -83,19 +90,25 @@ class Solution:
 
 
 def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_limit: float | None = None,
-          trials: int = 32, bound: bool = True, exact_backend: str = "highs") -> Solution:
+          trials: int = 32, bound: bool = True, exact_backend: str = "highs", model: str = "auto") -> Solution:
     """Solve ``instance`` with ``solver`` (one of SOLVERS). ``bound=False`` skips the LP
     lower bound for greedy; ``time_limit`` (seconds) caps the LP, the rounding trials and
-    the exact solver."""
+    the exact solver. ``model`` picks the LP (docs/formulation.md): the per-machine model,
+    the aggregated one (smaller, same kind of lower bound), or by size ("auto")."""
     _check_args(solver, seed, time_limit, trials)
+    if model not in MODELS:
+        raise SolveError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     if not instance.jobs:
         return _finish(instance, Schedule((), instance.name), solver, "optimal", 0.0, "lp", None, {},
                        message="no jobs")
+    if model == "auto":
+        triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
+        model = "per-machine" if triples <= AUTO_PER_MACHINE_LIMIT else "aggregated"
     if solver == "greedy":
-        return _greedy(instance, bound)
+        return _greedy(instance, bound, model)
     if solver == "exact":
         return _exact(instance, time_limit, exact_backend)
-    return _rounding(instance, seed, time_limit, trials, bound_only=solver == "lp-bound")
+    return _rounding(instance, seed, time_limit, trials, model, bound_only=solver == "lp-bound")
 
 
 def _check_args(solver: str, seed: Any, time_limit: Any, trials: Any) -> None:
@@ -109,27 +122,29 @@ def _check_args(solver: str, seed: Any, time_limit: Any, trials: Any) -> None:
         raise SolveError(f"trials must be a positive integer, got {trials!r}")
 
 
-def lp_bound(instance: Instance, time_limit: float | None = None) -> tuple[float | None, Any, Any, dict]:
+def lp_bound(instance: Instance, time_limit: float | None = None, model: str = "per-machine"
+             ) -> tuple[float | None, Any, Any, dict]:
     """The LP lower bound, the formulation and the LP result (None bound if the LP failed)."""
     t0 = time.perf_counter()
-    problem, decoder = formulate(instance)
+    problem, decoder = (formulate if model == "per-machine" else formulate_aggregated)(instance)
     t1 = time.perf_counter()
     lp = solve_lp(problem, time_limit=time_limit)
     timings = {"formulate": t1 - t0, "lp": time.perf_counter() - t1}
-    if lp.status is not Status.OPTIMAL:
+    if lp.status is not Status.OPTIMAL or lp.bound is None:
         return None, (problem, decoder), lp, timings
-    return float(lp.objective), (problem, decoder), lp, timings
+    return float(lp.bound), (problem, decoder), lp, timings
 
 
-def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, bound_only: bool) -> Solution:
+def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, model: str,
+              bound_only: bool) -> Solution:
     start = time.perf_counter()
-    bound, (problem, decoder), lp, timings = lp_bound(instance, time_limit)
+    bound, (problem, decoder), lp, timings = lp_bound(instance, time_limit, model)
     if bound is None:
         cert = Certificate("lp-bound" if bound_only else "rounding", "error", None, None, None, None, timings,
-                           message=f"LP relaxation: {lp.status.value} ({lp.message})")
+                           message=f"LP relaxation: {lp.status.value} ({lp.message})", model=model)
         return Solution(None, None, cert)
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", "bound", bound, "lp", None, None, timings))
+        return Solution(None, None, Certificate("lp-bound", "bound", bound, "lp", None, None, timings, model=model))
     from placement.realise import realise
     t0 = time.perf_counter()
     plan = plan_rounding(problem, lp.x)
@@ -154,7 +169,7 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
     timings["decode_realise"] = time.perf_counter() - t0
     schedule = replace(best[1], extra={"solver": "rounding", "seed": seed})
     return _finish(instance, schedule, "rounding", "feasible", bound, "lp", guarantee, timings,
-                   seed=seed, trials=trials, valid_trials=valid)
+                   seed=seed, trials=trials, valid_trials=valid, model=model)
 
 
 def _most_likely(plan: RoundingPlan, n: int) -> np.ndarray:
@@ -173,19 +188,19 @@ def _most_likely(plan: RoundingPlan, n: int) -> np.ndarray:
     return x
 
 
-def _greedy(instance: Instance, with_bound: bool) -> Solution:
+def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
     from placement.greedy import greedy
 
     timings: dict[str, float] = {}
     bound = None
     if with_bound:
-        bound, _, _, timings = lp_bound(instance)
+        bound, _, _, timings = lp_bound(instance, model=model)
     t0 = time.perf_counter()
     schedule = greedy(instance)
     timings["greedy"] = time.perf_counter() - t0
     schedule = replace(schedule, extra={"solver": "greedy"})
     return _finish(instance, schedule, "greedy", "feasible", bound, "lp" if bound is not None else None,
-                   None, timings)
+                   None, timings, model=model if bound is not None else None)
 
 
 def _exact(instance: Instance, time_limit: float | None, backend: str) -> Solution:

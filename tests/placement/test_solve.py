@@ -28,6 +28,19 @@ def test_lp_bound_below_every_solver_and_schedules_valid(seed, cluster):
         assert sol.report.gap == pytest.approx((sol.objective - bound) / sol.objective)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_both_models_bound_below_and_solve_validly(seed):
+    inst = generate(jobs=5, cluster="racks:2x2", seed=seed)
+    per_machine = solve(inst, model="per-machine", trials=4)
+    aggregated = solve(inst, model="aggregated", trials=4)
+    assert aggregated.certificate.model == "aggregated" and per_machine.certificate.model == "per-machine"
+    # the aggregated model relaxes the per-machine one: its bound is never higher
+    assert aggregated.certificate.lower_bound <= per_machine.certificate.lower_bound * (1 + 1e-7)
+    for sol in (per_machine, aggregated):
+        assert evaluate(inst, sol.schedule)[0] == []
+        assert sol.certificate.lower_bound <= sol.objective * (1 + 1e-9)
+
+
 def test_same_seed_same_schedule():
     inst = generate(jobs=6, cluster="racks:2x2", seed=3)
     a = solve(inst, seed=11, trials=6)
@@ -63,6 +76,7 @@ def test_lp_bound_only():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"solver": "magic"}, "solver must be one of"),
+    ({"model": "tiny"}, "model must be one of"),
     ({"seed": -1}, "seed must be a non-negative integer"),
     ({"trials": 0}, "trials must be a positive integer"),
     ({"time_limit": 0}, "time_limit must be a positive number"),
@@ -85,7 +99,7 @@ def test_cli_solve_writes_valid_files(tmp_path, capsys):
     png = tmp_path / "s.png"
     code = main(["solve", str(EXAMPLES / "racks.json"), "--out", str(out), "--csv", "--plot", str(png)])
     text = capsys.readouterr().out
-    assert code == 0 and "weighted JCT      240 s" in text and "lower bound       240 s (lp)" in text
+    assert code == 0 and "weighted JCT      240 s" in text and "lower bound       240 s (lp, per-machine model)" in text
     assert json.loads(out.read_text())["solver"] == "rounding"
     assert (tmp_path / "s.csv").read_text().startswith("t,job,machine,workers,ps\n")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
