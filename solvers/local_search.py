@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["LocalSearchReport", "improve", "greedy_singles"]
 
 _EPS = 1e-9
+# Work caps per pass, so a pass costs O(_MAX_OUTS * nnz) however large the support (deterministic,
+# unlike a time budget): swaps try the 256 costliest support columns, double swaps the 64 costliest.
+_MAX_OUTS = 256
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def _singles(sys: RowSystem, x: np.ndarray, r: np.ndarray, guide: np.ndarray | N
 
     Drops (cost > 0) go costliest first.  Adds (cost < 0, e.g. profit when maximising) go in LP order
     (largest ``guide`` value first), then by profit per unit of the remaining room they use, the
-    classical efficiency of greedy knapsack filling.
+    classical efficiency of greedy knapsack filling.  Each round takes the longest prefix of that
+    order that fits together, which is what one-at-a-time greedy would take, in one vectorised step.
     """
     made = 0
     while True:
@@ -97,14 +101,29 @@ def _singles(sys: RowSystem, x: np.ndarray, r: np.ndarray, guide: np.ndarray | N
                               minlength=cols.size)
             efficiency = -gain / np.maximum(use, _EPS)
             lp = guide[cols] if guide is not None else np.zeros(cols.size)
-            k = np.lexsort((-efficiency, -lp))[0]
+            order = np.lexsort((-efficiency, -lp))
         else:
-            k = int(np.argmin(gain))
-        j, s = int(cols[k]), float(steps[k])
-        rows, vals = _column(sys, j)
-        x[j] += s
-        r[rows] += s * vals
-        made += 1
+            order = np.argsort(gain, kind="stable")
+        cols, steps = cols[order], steps[order]
+        take = _joint_prefix(sys, r, cols, steps)
+        owner, rows, vals = column_entries(sys.Mc, cols[:take])
+        np.add.at(r, rows, steps[owner] * vals)
+        x[cols[:take]] += steps[:take]
+        made += take
+
+
+def _joint_prefix(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray) -> int:
+    """Length of the longest prefix of the ordered moves (distinct columns, each feasible alone)
+    whose joint application keeps every row within its bounds (at least 1)."""
+    owner, rows, vals = column_entries(sys.Mc, cols)
+    order = np.lexsort((owner, rows))  # by row, then by position in the move order
+    rows, owner, change = rows[order], owner[order], (steps[owner] * vals)[order]
+    csum = np.cumsum(change)
+    start = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    before = np.repeat(csum[start] - change[start], np.diff(np.r_[start, rows.size]))
+    new = r[rows] + csum - before
+    bad = (new > sys.hi[rows] + sys.tol_hi[rows]) | (new < sys.lo[rows] - sys.tol_lo[rows])
+    return max(1, int(owner[bad].min())) if bad.any() else cols.size
 
 
 def _still_ok(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -116,10 +135,10 @@ def _still_ok(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray
 
 
 def _swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray) -> int:
-    """One pass of improving 1-swaps: for each support column j (costliest first) the best k."""
+    """One pass of improving 1-swaps: for each support column j (the ``_MAX_OUTS`` costliest) the best k."""
     made = 0
     support = np.flatnonzero(sys.integer & (x >= 1))
-    for j in support[np.argsort(-sys.cost[support], kind="stable")]:
+    for j in support[np.argsort(-sys.cost[support], kind="stable")][:_MAX_OUTS]:
         if x[j] < 1:
             continue
         rows, vals = _column(sys, j)
@@ -142,13 +161,14 @@ def _swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray) -> int:
 def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float, width: int = 8) -> int:
     """Improving pairs of swaps (j->k, l->m) where j->k alone overloads only upper sides.
 
-    For a support column j, k must restore every lower side j's removal broke (the ``width`` cheapest
-    such k are tried); the rows k overloads name the support columns l that can relieve them (the
-    ``width`` costliest are tried), and for each l the cheapest m that makes everything feasible is taken.
+    For a support column j (the ``_MAX_OUTS // 4`` costliest), k must restore every lower side j's
+    removal broke (the ``width`` cheapest such k are tried); the rows k overloads name the support
+    columns l that can relieve them (the ``width`` costliest are tried), and for each l the cheapest
+    m that makes everything feasible is taken.
     """
     made = 0
     support = np.flatnonzero(sys.integer & (x >= 1))
-    for j in support[np.argsort(-sys.cost[support], kind="stable")]:
+    for j in support[np.argsort(-sys.cost[support], kind="stable")][:_MAX_OUTS // 4]:
         if time.perf_counter() > deadline:
             break
         if x[j] < 1:
