@@ -146,6 +146,28 @@ def test_monte_carlo_violation_frequency_is_within_the_computed_bound(maker, see
     assert np.array_equal(over, hit[:200, ev.family == 0].any(axis=1))
 
 
+@pytest.mark.parametrize("side", ["pack", "cover"])
+def test_width_scaled_rounding_meets_its_bound(side: str) -> None:
+    # One-sided instances, so the width scale is applied (down for packing, up for covering).
+    rng = np.random.default_rng(21)
+    n, m = 80, 12
+    x = rng.uniform(0.05, 0.6, n)
+    M = rng.uniform(0.2, 1.0, (m, n)) * (rng.random((m, n)) < 0.3)
+    kw = dict(A=M, b=M @ x) if side == "pack" else dict(C=M, d=M @ x)
+    prob = Problem(c=rng.uniform(1, 5, n), upper=np.ones(n), **kw)
+    plan = plan_rounding(prob, x)
+    g = compute_guarantee(prob, plan, prob.objective(x), trials=1)
+    if side == "pack":
+        assert g.scale_pack < 1 and g.scale_cover == 1
+    else:
+        assert g.scale_cover > 1 and g.scale_pack == 1
+    hit, ev = _event_frequency(prob, plan, g)
+    family = 0 if side == "pack" else 1
+    bound = g.p_pack if side == "pack" else g.p_cover
+    assert 0 < bound <= 0.25 + 1e-9
+    assert _not_refuted(int(hit[:, ev.family == family].any(axis=1).sum()), N_MC, bound)
+
+
 def test_objective_bound_is_not_refuted() -> None:
     prob, x = _mixed(4)
     plan = plan_rounding(prob, x, scale=1.0)
