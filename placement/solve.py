@@ -156,8 +156,11 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
     best: tuple[float, Schedule] | None = None
     valid = 0
     for k, x in enumerate(candidates):
-        if time_limit is not None and k > 0 and time.perf_counter() - start > time_limit:
-            logger.info("time limit reached after %d of %d candidates", k, len(candidates))
+        # stop before a candidate that would not finish inside the budget (mean time so far);
+        # the first candidate always runs, so there is always a schedule
+        per_candidate = (time.perf_counter() - t0) / k if k else 0.0
+        if time_limit is not None and k > 0 and time.perf_counter() - start + per_candidate > time_limit:
+            logger.info("time budget spent after %d of %d candidates", k, len(candidates))
             break
         schedule = realise(instance, decoder.plan(x))
         violations, report = evaluate(instance, schedule)

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -50,11 +52,12 @@ class LPRoundingPolicy:
     name = "lp-rounding"
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
-                 jobs_per_partition: int = 250, time_limit: float | None = 5.0):
+                 jobs_per_partition: int = 250, time_limit: float | None = 5.0, threads: int | None = None):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
         self.jobs_per_partition, self.time_limit = jobs_per_partition, time_limit
+        self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -70,8 +73,22 @@ class LPRoundingPolicy:
             domains = self.candidate_domains(view, parts)
             timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
+            models = []
             for jobs, _ in parts:
-                intended.update(self._solve_part(view, jobs, domains, end, timings))
+                clock = time.perf_counter()
+                remaining = {j: view.jobs[j].remaining for j in jobs}
+                models.append(formulate_aggregated(inst, start=t, end=end, remaining=remaining,
+                                                   domains={j: domains[j] for j in jobs}))
+                timings["formulate"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            if self.threads > 1 and len(models) > 1:
+                with ThreadPoolExecutor(self.threads) as pool:
+                    results = list(pool.map(lambda m: solve_lp(m[0], time_limit=self.time_limit), models))
+            else:
+                results = [solve_lp(m[0], time_limit=self.time_limit) for m in models]
+            timings["lp"] = time.perf_counter() - clock
+            for (problem, decoder), lp in zip(models, results):
+                intended.update(self._round(view, problem, decoder, lp))
         clock = time.perf_counter()
         placed = decide_slot(inst, view.tracker(), t, intended, fill=True)
         timings["realise"] = time.perf_counter() - clock
@@ -79,16 +96,8 @@ class LPRoundingPolicy:
         self.last_timings = timings
         return placed
 
-    def _solve_part(self, view: View, jobs: list[str], domains: dict[str, set[str]], end: int,
-                    timings: dict[str, float]) -> dict:
-        clock = time.perf_counter()
-        remaining = {j: view.jobs[j].remaining for j in jobs}
-        problem, decoder = formulate_aggregated(view.instance, start=view.t, end=end, remaining=remaining,
-                                                domains={j: domains[j] for j in jobs})
-        timings["formulate"] += time.perf_counter() - clock
-        clock = time.perf_counter()
-        lp = solve_lp(problem, time_limit=self.time_limit)
-        timings["lp"] += time.perf_counter() - clock
+    def _round(self, view: View, problem, decoder, lp) -> dict:
+        """The most likely rounding of one partition's LP, as intended placements for slot t."""
         if lp.status is not Status.OPTIMAL:
             self.last_lp_value = None
             logger.warning("slot %d: window LP %s (%s); these jobs follow the slot rules alone",
