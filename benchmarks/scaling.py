@@ -171,8 +171,8 @@ def main() -> int:
     Path(args.out).write_text(text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
     print(text)
-    import report  # benchmarks/report.py: REPORT.md and results.json from every benchmark's output
-    report.main()
+    import report as full_report  # benchmarks/report.py: REPORT.md and results.json from every output
+    full_report.main()
     return 0
 
 

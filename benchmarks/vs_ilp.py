@@ -127,8 +127,8 @@ def main() -> int:
     out.write_text(text)
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
     print(text)
-    import report  # benchmarks/report.py: REPORT.md and results.json from every benchmark's output
-    report.main()
+    import report as full_report  # benchmarks/report.py: REPORT.md and results.json from every output
+    full_report.main()
     return 0
 
 
