@@ -116,6 +116,8 @@ def _joint_prefix(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.nda
     """Length of the longest prefix of the ordered moves (distinct columns, each feasible alone)
     whose joint application keeps every row within its bounds (at least 1)."""
     owner, rows, vals = column_entries(sys.Mc, cols)
+    if rows.size == 0:  # columns in no row never conflict
+        return cols.size
     order = np.lexsort((owner, rows))  # by row, then by position in the move order
     rows, owner, change = rows[order], owner[order], (steps[owner] * vals)[order]
     csum = np.cumsum(change)

@@ -2,7 +2,7 @@
 
 Why this order: after rounding, packing rows may be overloaded and covering rows short.  Overloads
 are removed first by the moves with the least objective harm per unit of overload removed (harm
-counts the coverage a decrement destroys, priced at the cheapest way to restore it); then short
+counts the coverage a decrement destroys, priced at the cheapest way to restore it that fits); then short
 rows are completed greedily by the best cost per unit of shortfall, using only moves that keep
 every upper side (packing rows, group rows, general rows' upper bounds) intact, so a second option
 of a choice group is never switched on.  When that greedy is stuck (every completion overloads
@@ -110,22 +110,39 @@ def column_entries(Mc: sp.csc_array | sp.csr_array, cols: np.ndarray) -> tuple[n
 
 
 def _effects(sys: RowSystem, r: np.ndarray, owner: np.ndarray, rows: np.ndarray, change: np.ndarray,
-             count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             count: int, price: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     old = r[rows]
     new = old + change
     hi, lo, nrm = sys.hi[rows], sys.lo[rows], sys.norm[rows]
     d_hi = (np.maximum(new - hi - sys.tol_hi[rows], 0) - np.maximum(old - hi - sys.tol_hi[rows], 0)) / nrm
     d_lo = (np.maximum(lo - new - sys.tol_lo[rows], 0) - np.maximum(lo - old - sys.tol_lo[rows], 0)) / nrm
     return (np.bincount(owner, weights=d_hi, minlength=count), np.bincount(owner, weights=d_lo, minlength=count),
-            np.bincount(owner, weights=d_lo * sys.price[rows], minlength=count))
+            np.bincount(owner, weights=d_lo * (sys.price if price is None else price)[rows], minlength=count))
 
 
-def evaluate_moves(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def evaluate_moves(sys: RowSystem, r: np.ndarray, cols: np.ndarray, steps: np.ndarray,
+                   price: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Effect of each move ``x[cols[k]] += steps[k]`` on the activity ``r``: changes of the normalised
-    upper violation, of the normalised lower violation, and of the lower violation priced by ``price``."""
+    upper violation, of the normalised lower violation, and of the lower violation priced per row
+    (``price``, default the static ``sys.price``)."""
     owner, rows, vals = column_entries(sys.Mc, cols)
-    return _effects(sys, r, owner, rows, steps[owner] * vals, cols.size)
+    return _effects(sys, r, owner, rows, steps[owner] * vals, cols.size, price)
+
+
+def _clean_prices(sys: RowSystem, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Per row, the cheapest cost of raising it by one normalised unit with a +1 that keeps every upper
+    side intact right now; rows with no such move get a prohibitive price.
+
+    Why: removing an overloaded unit whose row can then only be completed by overloading something
+    else is what sends greedy repair into a dead end (a job no agent has room for)."""
+    cols = np.flatnonzero(sys.integer & (x + 1 <= sys.upper + 1e-12))
+    owner, rows, vals = column_entries(sys.Mc, cols)
+    breaks = np.bincount(owner, weights=r[rows] + vals > sys.hi[rows] + sys.tol_hi[rows], minlength=cols.size)
+    use = (breaks[owner] == 0) & (vals > 0)
+    price = np.full(sys.hi.size, np.inf)
+    np.minimum.at(price, rows[use], np.maximum(sys.cost[cols[owner[use]]], 0.0) * sys.norm[rows[use]] / vals[use])
+    big = 4.0 * float(np.max(sys.price, initial=0.0)) + float(np.max(np.abs(sys.cost), initial=0.0)) + 1.0
+    return np.where(np.isfinite(price), price, big)
 
 
 def _evaluate_deltas(sys: RowSystem, r: np.ndarray, D: sp.csc_array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -198,7 +215,7 @@ def _greedy(st: _State, budget: int) -> None:
         if over.any():
             cols, steps = _candidate_moves(sys, st.x, st.r, np.flatnonzero(over), upward=False)
             if cols.size:
-                d_hi, _, d_lo_priced = evaluate_moves(sys, st.r, cols, steps)
+                d_hi, _, d_lo_priced = evaluate_moves(sys, st.r, cols, steps, _clean_prices(sys, st.x, st.r))
                 gain, harm = -d_hi, sys.cost[cols] * steps + d_lo_priced
                 ok = gain > 1e-12
                 if ok.any():
