@@ -1,7 +1,6 @@
 """Small builders for hand-made instances and schedules in the MODEL.md tests.
 
-Test modules load this file by path, as module ``placement_test_builders`` (the suite
-runs with ``--import-mode=importlib``, so the tests folder is not on ``sys.path``).
+Test modules import it relatively: ``from . import builders as B``.
 
 Defaults are chosen so that a test only states what it is about:
 

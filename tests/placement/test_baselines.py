@@ -2,10 +2,7 @@
 by hand in the comments), and every decision valid under MODEL.md on random runs."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,18 +17,7 @@ from placement.packing import Residual
 from placement.progress import ProgressTracker, slot_batches
 from placement.schedule import Allocation, Schedule, Slot
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-B = _builders()
+from . import builders as B
 
 
 def view(topology, *jobs: Job, t: int = 0, lookahead: int = 4, delta: float = 10,

@@ -2,11 +2,8 @@
 bad calls, checkpoints and commit mode."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,18 +18,9 @@ from placement.progress import slot_batches
 from placement.simulate import AddMachine, RemoveMachine, simulate
 from placement.topology import Machine
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from . import builders as B
 
 
-B = _builders()
 RES = B.RESOURCES
 
 

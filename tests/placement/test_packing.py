@@ -2,10 +2,6 @@
 placement helpers return task sets the referee accepts."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,18 +15,7 @@ from placement.topology import Link, Machine, Switch, Topology
 
 from .conftest import EXAMPLES
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-B = _builders()
+from . import builders as B
 
 
 def one_slot(placed: dict[str, dict[str, tuple[int, int]]]) -> Schedule:

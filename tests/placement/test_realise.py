@@ -2,10 +2,6 @@
 follows a sound plan as far as the rules allow (stability, trim, fill)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,18 +14,7 @@ from placement.progress import ProgressTracker
 from placement.realise import realise, shrink
 from placement.topology import Link, Machine, Switch, Topology
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-B = _builders()
+from . import builders as B
 
 
 # ----- random instances and plans ----------------------------------------------------------

@@ -6,28 +6,15 @@ Rule numbers: 0 well-defined, 1 capacity, 2 life, 3 shape, 4 network.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from placement.evaluate import validate
 from placement.schedule import Schedule, ScheduleError
 from placement.topology import Link, Switch, Topology
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from . import builders as B
 
 
-B = _builders()
 job, machine, instance, sched, every, one, mentions, of_rule = (
     B.job, B.machine, B.instance, B.sched, B.every, B.one, B.mentions, B.of_rule)
 

@@ -6,28 +6,15 @@ restart 0, huge work_batches (the job never finishes), so progress is read off
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from placement.evaluate import evaluate, score, validate
 from placement.instance import Instance
 from placement.schedule import Schedule
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from . import builders as B
 
 
-B = _builders()
 job, machine, instance, sched, every = B.job, B.machine, B.instance, B.sched, B.every
 
 approx = lambda x: pytest.approx(x, rel=1e-9, abs=1e-9)  # noqa: E731

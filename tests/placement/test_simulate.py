@@ -1,11 +1,8 @@
 """simulate(): a job stream through the online scheduler, judged by the referee."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,18 +14,7 @@ from placement.online.greedy_policy import GreedyPolicy
 from placement.simulate import (RemoveMachine, RepairMachine, Restart, default_horizon, parse_event,
                                 plot_simulation, simulate)
 
-
-def _builders():
-    name = "placement_test_builders"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("builders.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-B = _builders()
+from . import builders as B
 
 
 class Idle:
