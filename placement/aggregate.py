@@ -21,9 +21,8 @@ per-machine model's, as it forgets how tasks split between machines.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
-from placement.formulation import WORK, JobBound, job_bound
+from placement.formulation import Progress
 from placement.instance import Instance
 from placement.model_core import Domains, Rows, fit_table
 from placement.plan import Placement, Plan
@@ -79,9 +78,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                          domains: dict[str, set[str]] | None = None) -> tuple[Problem, AggregateDecoder]:
     """The aggregated model over slots ``start..end-1``; arguments as
     :func:`placement.formulation.formulate`."""
-    end = instance.horizon if end is None else end
-    if not 0 <= start < end <= instance.horizon:
-        raise ValueError(f"window {start}..{end} is not inside 0..{instance.horizon}")
+    progress = Progress(instance, start=start, end=end, remaining=remaining)
+    end, jobs = progress.end, progress.jobs
     topo, dt = instance.topology, instance.slot_seconds
     doms = Domains(instance)
     nodes = topo.nodes
@@ -101,13 +99,6 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
         if not doms.is_local[d]:
             kids = {int(anc[h, node_depth[doms.node[d]] + 1]) for h in members}
             child_uplink[d] = sum(topo.links[up_link[c]].gbps for c in kids)
-
-    left = {j: (job.work_batches if remaining is None else remaining.get(job.id, 0.0))
-            for j, job in enumerate(instance.jobs)}
-    jobs = [j for j, job in enumerate(instance.jobs) if left[j] > 0 and max(job.arrival, start) < end]
-    if not jobs:
-        raise ValueError("no job has work left inside the window")
-    bounds: list[JobBound] = [job_bound(instance, instance.jobs[j], left[j], end) for j in jobs]
 
     # ---- options: per job its domains with (upper W, upper S, speed, machine split) -----
     o_job, o_slot, o_dom, o_uw, o_us, o_speed, o_split = [], [], [], [], [], [], []
@@ -146,26 +137,13 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     o_uw, o_us, o_speed = (np.array(a, dtype=float) for a in (o_uw, o_us, o_speed))
     index = np.arange(3 * n_opt).reshape(n_opt, 3)  # columns W, S, Y of each option
 
-    slot_list = [np.arange(max(instance.jobs[j].arrival, start), end) for j in jobs]
-    p_job = np.concatenate([np.full(len(s), k) for k, s in enumerate(slot_list)])
-    p_slot = np.concatenate(slot_list)
-    n_p, n_q = len(p_job), len(jobs)
-    p_idx = 3 * n_opt + np.arange(n_p)
-    q_idx = 3 * n_opt + n_p + np.arange(n_q)
-    n = 3 * n_opt + n_p + n_q
-    pos = {j: k for k, j in enumerate(jobs)}
-    o_k = np.array([pos[j] for j in o_job.tolist()], dtype=np.int64)
-    weight = np.array([instance.jobs[j].weight for j in jobs])
-
+    progress.place(3 * n_opt)
+    n = progress.n
     cost = np.zeros(n)
-    cost[p_idx] = weight[p_job] * dt * (p_slot + 1)
-    cost[q_idx] = weight * np.array([b.overflow for b in bounds])
-    offset = float(sum(instance.jobs[j].weight * dt * (b.packing - instance.jobs[j].arrival)
-                       for j, b in zip(jobs, bounds)))
+    offset = progress.cost(cost)
     upper = np.zeros(n)
     upper[index[:, _W]], upper[index[:, _S]], upper[index[:, _Y]] = o_uw, o_us, 1.0
-    upper[p_idx] = np.minimum(1.0, [bounds[k].rate_cap for k in p_job])
-    upper[q_idx] = 1.0
+    upper[3 * n_opt:] = progress.upper()
     integer = np.zeros(n, dtype=bool)
     integer[: 3 * n_opt] = True
 
@@ -202,8 +180,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
         packing.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
     A, _, b = packing.matrix(n)
 
-    C = sp.csr_array((np.ones(n_p + n_q), (np.concatenate([p_job, np.arange(n_q)]),
-                                           np.concatenate([p_idx, q_idx]))), shape=(n_q, n))
+    C, d = progress.work_rows()
     general = Rows()
     jobs_o = [instance.jobs[j] for j in o_job.tolist()]
     L = np.array([jb.min_workers for jb in jobs_o], dtype=float)
@@ -216,18 +193,14 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     # the realiser gives every running job its min_ps(W) PSs anyway.
     general.add(n_opt, [(ar, W_, 1.0), (ar, Y_, -L)], 0.0, np.inf)
     general.add(n_opt, [(ar, S_, 1.0), (ar, W_, -kappa)], -tol, np.inf)
-    first = np.array([max(instance.jobs[j].arrival, start) for j in jobs])
-    row_start = np.concatenate([[0], np.cumsum([len(s) for s in slot_list])[:-1]])
-    left_k = np.array([left[j] for j in jobs])
-    general.add(n_p, [(np.arange(n_p), p_idx, 1.0),
-                      (row_start[o_k] + o_slot - first[o_k], W_, -o_speed / left_k[o_k])], -np.inf, 0.0)
+    progress.progress_rows(general, W_, o_job, o_slot, o_speed)
     G, g_lo, g_hi = general.matrix(n)
 
     groups: dict[tuple[int, int], list[Option]] = {}
     for o in range(n_opt):
         groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(
             Option(int(Y_[o]), np.array([W_[o], S_[o]], dtype=np.int64)))
-    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=np.full(n_q, WORK), G=G, g_lo=g_lo, g_hi=g_hi,
+    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
                       upper=upper, integer=integer, groups=[ChoiceGroup(tuple(v)) for v in groups.values()],
                       offset=offset, name=f"placement-aggregated:{instance.name}")
     return problem, AggregateDecoder(instance, doms, o_job, o_slot, o_dom, index, o_split, 3 * n_opt)

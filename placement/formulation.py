@@ -59,6 +59,69 @@ def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBo
     return JobBound(rate_cap, packing, end * dt + charge - full * dt)
 
 
+class Progress:
+    """The p/q variables, the work rows and the progress rows every placement LP shares,
+    placed after the model's own ``first_col`` columns (docs/formulation.md, 'Objective')."""
+
+    def __init__(self, instance: Instance, *, start: int, end: int | None, remaining: dict[str, float] | None,
+                 first_col: int = 0):
+        self.end = instance.horizon if end is None else end
+        if not 0 <= start < self.end <= instance.horizon:
+            raise ValueError(f"window {start}..{self.end} is not inside 0..{instance.horizon}")
+        self.instance, self.start = instance, start
+        left = {j: (job.work_batches if remaining is None else remaining.get(job.id, 0.0))
+                for j, job in enumerate(instance.jobs)}
+        self.jobs = [j for j, job in enumerate(instance.jobs) if left[j] > 0 and max(job.arrival, start) < self.end]
+        if not self.jobs:
+            raise ValueError("no job has work left inside the window")
+        self.left = np.array([left[j] for j in self.jobs])
+        self.position = {j: k for k, j in enumerate(self.jobs)}
+        self.bounds = [job_bound(instance, instance.jobs[j], left[j], self.end) for j in self.jobs]
+        self.first = np.array([max(instance.jobs[j].arrival, start) for j in self.jobs])
+        lengths = self.end - self.first
+        self.p_job = np.repeat(np.arange(len(self.jobs)), lengths)
+        self.p_slot = np.concatenate([np.arange(f, self.end) for f in self.first])
+        self.row_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        self.place(first_col)
+
+    def place(self, first_col: int) -> None:
+        """Put the p/q columns after ``first_col`` model columns."""
+        n_p = len(self.p_job)
+        self.p_idx = first_col + np.arange(n_p)
+        self.q_idx = first_col + n_p + np.arange(len(self.jobs))
+        self.n = first_col + n_p + len(self.jobs)
+
+    def cost(self, c: np.ndarray) -> float:
+        """Write the p/q costs into ``c``; returns the objective's constant offset."""
+        dt = self.instance.slot_seconds
+        weight = np.array([self.instance.jobs[j].weight for j in self.jobs])
+        c[self.p_idx] = weight[self.p_job] * dt * (self.p_slot + 1)
+        c[self.q_idx] = weight * np.array([b.overflow for b in self.bounds])
+        return float(sum(self.instance.jobs[j].weight * dt * (b.packing - self.instance.jobs[j].arrival)
+                         for j, b in zip(self.jobs, self.bounds)))
+
+    def upper(self) -> np.ndarray:
+        return np.concatenate([np.minimum(1.0, [self.bounds[k].rate_cap for k in self.p_job]),
+                               np.ones(len(self.jobs))])
+
+    def work_rows(self) -> tuple[sp.csr_array, np.ndarray]:
+        """sum_t p[j,t] + q[j] >= 1 - 1e-9 per job: the covering rows."""
+        n_q = len(self.jobs)
+        rows = np.concatenate([self.p_job, np.arange(n_q)])
+        cols = np.concatenate([self.p_idx, self.q_idx])
+        return sp.csr_array((np.ones(len(cols)), (rows, cols)), shape=(n_q, self.n)), np.full(n_q, WORK)
+
+    def progress_rows(self, block: Rows, w_cols: np.ndarray, w_job: np.ndarray, w_slot: np.ndarray,
+                      speed: np.ndarray) -> None:
+        """p[j,t] - sum speed * w / B_j <= 0 per job-slot, over worker columns ``w_cols`` of
+        jobs ``w_job`` (instance indices) in slots ``w_slot`` doing ``speed`` batches each."""
+        k = np.array([self.position[j] for j in w_job.tolist()], dtype=np.int64)
+        rows = self.row_start[k] + w_slot - self.first[k]
+        n_p = len(self.p_job)
+        block.add(n_p, [(np.arange(n_p), self.p_idx, 1.0), (rows, w_cols, -speed / self.left[k])], -np.inf, 0.0)
+
+
+
 class Decoder:
     """Inverse of ``formulate``: a vector of the Problem back to a Plan."""
 
@@ -78,58 +141,27 @@ def formulate(instance: Instance, *, start: int = 0, end: int | None = None,
     with nothing left, or arriving after the window, are left out. ``domains`` optionally
     limits a job (by id) to the named domains (machines or switches): a smaller model for
     online use, whose value is then no longer a lower bound."""
-    end = instance.horizon if end is None else end
-    if not 0 <= start < end <= instance.horizon:
-        raise ValueError(f"window {start}..{end} is not inside 0..{instance.horizon}")
-    dt = instance.slot_seconds
-    left = {j: (job.work_batches if remaining is None else remaining.get(job.id, 0.0))
-            for j, job in enumerate(instance.jobs)}
-    jobs = [j for j, job in enumerate(instance.jobs) if left[j] > 0 and max(job.arrival, start) < end]
-    if not jobs:
-        raise ValueError("no job has work left inside the window")
+    progress = Progress(instance, start=start, end=end, remaining=remaining)
+    jobs = progress.jobs
     allowed = None if domains is None else {
         j: set(domains[instance.jobs[j].id]) for j in jobs if instance.jobs[j].id in domains}
-    core = Core(instance, jobs, start, end, allowed)
-    bounds = [job_bound(instance, instance.jobs[j], left[j], end) for j in jobs]
-
-    # progress variables after the core: p[j,t] per job-slot, then q[j] per job
-    slot_list = [np.arange(max(instance.jobs[j].arrival, start), end) for j in jobs]
-    p_job = np.concatenate([np.full(len(s), k) for k, s in enumerate(slot_list)])
-    p_slot = np.concatenate(slot_list)
-    n_p, n_q = len(p_job), len(jobs)
-    p_idx = core.n + np.arange(n_p)
-    q_idx = core.n + n_p + np.arange(n_q)
-    n = core.n + n_p + n_q
-    weight = np.array([instance.jobs[j].weight for j in jobs])
-
+    core = Core(instance, jobs, start, progress.end, allowed)
+    progress.place(core.n)
+    n = progress.n
     cost = np.zeros(n)
-    cost[p_idx] = weight[p_job] * dt * (p_slot + 1)
-    cost[q_idx] = weight * np.array([b.overflow for b in bounds])
-    offset = float(sum(instance.jobs[j].weight * dt * (b.packing - instance.jobs[j].arrival)
-                       for j, b in zip(jobs, bounds)))
-    upper = np.concatenate([core.upper, np.minimum(1.0, [bounds[k].rate_cap for k in p_job]), np.ones(n_q)])
-    integer = np.concatenate([np.ones(core.n, dtype=bool), np.zeros(n_p + n_q, dtype=bool)])
-
+    offset = progress.cost(cost)
+    upper = np.concatenate([core.upper, progress.upper()])
+    integer = np.concatenate([np.ones(core.n, dtype=bool), np.zeros(n - core.n, dtype=bool)])
     packing, pack_names = core.packing()
     A, _, b = packing.matrix(n)
-
-    C = sp.csr_array((np.ones(n_p + n_q), (np.concatenate([p_job, np.arange(n_q)]),
-                                           np.concatenate([p_idx, q_idx]))), shape=(n_q, n))
-
+    C, d = progress.work_rows()
     general = Rows()
     core.shape_rows(general)
-    # progress: p[j,t] - sum_{v,h} w * speed / B_j <= 0, rows in p order
-    pos = {j: k for k, j in enumerate(jobs)}
-    first = np.array([max(instance.jobs[j].arrival, start) for j in jobs])
-    row_start = np.concatenate([[0], np.cumsum([len(s) for s in slot_list])[:-1]])
     w = core.w_idx
-    k_of_w = np.array([pos[j] for j in core.job[w]], dtype=np.int64)
-    w_row = row_start[k_of_w] + core.slot[w] - first[k_of_w]
-    left_of_w = np.array([left[j] for j in jobs])[k_of_w]
-    general.add(n_p, [(np.arange(n_p), p_idx, 1.0), (w_row, w, -core.speed[w] / left_of_w)], -np.inf, 0.0)
+    progress.progress_rows(general, w, core.job[w], core.slot[w], core.speed[w])
     G, g_lo, g_hi = general.matrix(n)
 
-    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=np.full(n_q, WORK), G=G, g_lo=g_lo, g_hi=g_hi,
+    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
                       upper=upper, integer=integer, groups=core.choice_groups(), offset=offset,
                       name=f"placement:{instance.name}", pack_names=pack_names)
-    return problem, Decoder(core, jobs, bounds)
+    return problem, Decoder(core, jobs, progress.bounds)
