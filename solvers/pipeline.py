@@ -29,6 +29,7 @@ __all__ = ["solve_rounding", "SOLVER_NAME"]
 SOLVER_NAME = "rounding"
 _VERSION = "1"
 _CHECK_TOL = 1e-6
+_LAST_RESORT_EFFORT = 10
 
 
 def _best_possible(problem: Problem, bound: float) -> float:
@@ -137,6 +138,19 @@ def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derando
         if best_obj is not None and not _better(problem, target, best_obj):
             details["stopped"] = "reached the LP bound"
             break
+    if best_x is None and least_bad is not None and time.perf_counter() < deadline:
+        # Last resort: the least violated point again, with a ten times longer tabu search.
+        t1 = time.perf_counter()
+        x, rep = repair(problem, least_bad, system=sys, effort=_LAST_RESORT_EFFORT)
+        timings["repair"] += time.perf_counter() - t1
+        details["last_resort"] = rep.feasible
+        if rep.feasible:
+            feasible_trials += 1
+            best_x, best_obj = x, problem.objective(x)
+            best_info = {"best_trial": None, "repair": rep, "local_search": None,
+                         "rounded_objective": None}
+        else:
+            least_bad = x
     if local_search and best_x is not None and _better(problem, target, best_obj):
         t3 = time.perf_counter()  # polish the winner with the costlier double-swap neighbourhood
         x, ls_report = improve(sys, best_x, guide=lp.x, double_swaps=True, time_limit=_remaining(deadline))

@@ -292,6 +292,7 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
     n = sys.cost.size
     lam = max(float(np.max(np.abs(sys.cost), initial=0.0)), 1.0)
     tenure = int(min(7, 1 + n // 2))
+    taboo = 1e6 * (lam + 1.0)  # added to tabu moves: taken only when nothing else moves (aspiration by default)
     tabu = np.zeros((n, 2), dtype=np.int64)  # step until which moving column j down (0) / up (1) is tabu
     best_v, best_x = _violation(sys, st.r), st.x.copy()
     stall = step = 0
@@ -309,7 +310,7 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
         if cols.size:
             d_hi, d_lo, _ = evaluate_moves(sys, st.r, cols, steps)
             ok = (tabu[cols, (steps > 0).astype(int)] < step) | (v_now + d_hi + d_lo < best_v - 1e-12)
-            delta = np.where(ok, sys.cost[cols] * steps + lam * (d_hi + d_lo), np.inf)
+            delta = sys.cost[cols] * steps + lam * (d_hi + d_lo) + np.where(ok, 0.0, taboo)
             k = int(np.argmin(delta))
             if delta[k] < best[0]:
                 best = (float(delta[k]), ((int(cols[k]), float(steps[k])),))
@@ -317,16 +318,17 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
         if off.size:
             d_hi, d_lo, _ = _evaluate_deltas(sys, st.r, D)
             ok = (tabu[off, 1] < step) | (v_now + d_hi + d_lo < best_v - 1e-12)
-            delta = np.where(ok, sys.cost @ D + lam * (d_hi + d_lo), np.inf)
+            delta = sys.cost @ D + lam * (d_hi + d_lo) + np.where(ok, 0.0, taboo)
             k = int(np.argmin(delta))
             if delta[k] < best[0]:
                 col = D[:, [k]]
                 best = (float(delta[k]), tuple((int(j), float(v)) for j, v in zip(col.indices, col.data)))
         if best[0] >= 0:  # no improving single move: try pairs whose first move helps a violated row
             firsts = (cols, steps) if cols.size else (np.zeros(0, dtype=np.int64), np.zeros(0))
-            keep = sys.integer[firsts[0]] & (tabu[firsts[0], (firsts[1] > 0).astype(int)] < step)
+            keep = sys.integer[firsts[0]]
+            first_taboo = np.where(tabu[firsts[0], (firsts[1] > 0).astype(int)] < step, 0.0, taboo)[keep]
             near_bad = np.unique(column_entries(sys.M, bad)[1])
-            for j, sj in zip(firsts[0][keep], np.sign(firsts[1][keep])):
+            for j, sj, pen in zip(firsts[0][keep], np.sign(firsts[1][keep]), first_taboo):
                 lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
                 rows_j = sys.Mc.indices[lo:hi]
                 r1 = st.r.copy()
@@ -340,20 +342,21 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
                 ks = ks[sys.integer[ks] & (ks != j)]
                 for sk in (-1.0, 1.0):
                     d_hi, d_lo, _ = evaluate_moves(sys, r1, ks, np.full(ks.size, sk))
-                    fits = ((x1[ks] + sk >= 0) & (x1[ks] + sk <= sys.upper[ks] + 1e-12)
-                            & ((tabu[ks, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)))
-                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost[ks] + lam * (v1 - v_now + d_hi + d_lo),
-                                     np.inf)
+                    fits = (x1[ks] + sk >= 0) & (x1[ks] + sk <= sys.upper[ks] + 1e-12)
+                    allowed = (tabu[ks, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)
+                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost[ks] + lam * (v1 - v_now + d_hi + d_lo)
+                                     + pen + np.where(allowed, 0.0, taboo), np.inf)
                     k = int(np.argmin(delta)) if ks.size else 0
                     if ks.size and delta[k] < best[0]:
                         best = (float(delta[k]), ((int(j), float(sj)), (int(ks[k]), sk)))
-        if not best[1]:
+        if not best[1]:  # nothing moves at all (every column at a bound it would have to leave)
             break
         for j, s in best[1]:
             st.apply(j, s)
             tabu[j, int(s < 0)] = step + tenure  # forbid undoing it for a while
         if best[0] >= 0:
             lam *= 2.0
+            taboo = 1e6 * (lam + 1.0)
         v = _violation(sys, st.r)
         if v < best_v - 1e-12:
             best_v, best_x, stall = v, st.x.copy(), 0
@@ -365,20 +368,21 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
 
 
 def repair(problem: Problem, x: np.ndarray, *, system: RowSystem | None = None,
-           max_moves: int | None = None) -> tuple[np.ndarray, RepairReport]:
+           max_moves: int | None = None, effort: int = 1) -> tuple[np.ndarray, RepairReport]:
     """Return a repaired copy of ``x`` and what changed.  Integer entries are rounded and all entries
-    clipped to their bounds first; the result is feasible when ``report.rows_violated`` is empty."""
+    clipped to their bounds first; the result is feasible when ``report.rows_violated`` is empty.
+    ``effort`` multiplies how long the tabu search may go without progress (and the move budget)."""
     sys = system if system is not None else row_system(problem)
     x = np.clip(np.where(sys.integer, np.round(x), x), 0.0, sys.upper)
     st = _State(sys, x)
     over, under = _violated(sys, st.r)
     bad_before = over | under
-    budget = max_moves if max_moves is not None else 20 * problem.n + 100
+    budget = max_moves if max_moves is not None else effort * (20 * problem.n + 100)
     _greedy(st, budget)
     over, under = _violated(sys, st.r)
     escalated = bool((over | under).any())
     if escalated:
-        _tabu_search(st, budget, max_stall=20 + int(2 * np.sqrt(problem.n)))
+        _tabu_search(st, budget, max_stall=effort * (20 + int(2 * np.sqrt(problem.n))))
         _greedy(st, budget)
         over, under = _violated(sys, st.r)
     left = np.flatnonzero(over | under)

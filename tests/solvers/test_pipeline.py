@@ -90,6 +90,7 @@ def test_integer_infeasible_problem_gives_error_with_violations() -> None:
     res = solve_rounding(prob, trials=4)
     assert res.status is Status.ERROR and res.objective is None and res.bound == pytest.approx(1.0)
     assert "general" in res.message and "least violated candidate" in res.message
+    assert res.details["last_resort"] is False  # the longer repair was tried and could not help either
 
 
 def test_zero_time_limit_still_tries_one_candidate_and_bad_trials_are_rejected() -> None:
