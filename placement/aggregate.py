@@ -75,9 +75,11 @@ class AggregateDecoder:
 
 def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None = None,
                          remaining: dict[str, float] | None = None,
-                         domains: dict[str, set[str]] | None = None) -> tuple[Problem, AggregateDecoder]:
+                         domains: dict[str, set[str]] | None = None,
+                         later_domains: dict[str, set[str]] | None = None) -> tuple[Problem, AggregateDecoder]:
     """The aggregated model over slots ``start..end-1``; arguments as
-    :func:`placement.formulation.formulate`."""
+    :func:`placement.formulation.formulate`, plus ``later_domains``: a (smaller) set of
+    domains per job for the slots after ``start`` (online look-ahead slots only plan)."""
     progress = Progress(instance, start=start, end=end, remaining=remaining)
     end, jobs = progress.end, progress.jobs
     topo, dt = instance.topology, instance.slot_seconds
@@ -128,8 +130,11 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                 split = sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1])
                 us = int(s_fit[useful].sum())
             per_job.append((d, uw, max(us, 1), speed, split))
+        later = None if later_domains is None else later_domains.get(job.id)
         for t in range(max(job.arrival, start), end):
             for d, uw, us, speed, split in per_job:
+                if t > start and later is not None and nodes[doms.node[d]] not in later:
+                    continue
                 o_job.append(j); o_slot.append(t); o_dom.append(d)
                 o_uw.append(uw); o_us.append(us); o_speed.append(speed); o_split.append(split)
     n_opt = len(o_job)

@@ -12,7 +12,9 @@ Per slot t:
    reconfiguration needed), the ``local_candidates`` machines with the most room for it,
    the ``spread_candidates`` smallest subtrees with the most room, and the root only when
    there is one partition and no candidate rack could hold ``max_workers``. Room is
-   measured as if every job kept its current tasks, minus the job's own.
+   measured as if every job kept its current tasks, minus the job's own. The later
+   look-ahead slots, which only plan, keep two of them: the current domain (else the
+   roomiest machine) and the first rack.
 3. *Window LP*: the aggregated model (``placement.aggregate``: one worker and one PS
    count per job, slot and domain) over slots t..t+window-1 with each job's remaining
    work as reported by the cluster, restricted to those domains.
@@ -52,7 +54,7 @@ class LPRoundingPolicy:
     name = "lp-rounding"
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
-                 jobs_per_partition: int = 250, time_limit: float | None = 5.0, threads: int | None = None):
+                 jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
@@ -70,7 +72,7 @@ class LPRoundingPolicy:
         if view.jobs:
             clock = time.perf_counter()
             parts = self.partitions(view)
-            domains = self.candidate_domains(view, parts)
+            domains, later = self.candidate_domains(view, parts)
             timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
             models = []
@@ -78,7 +80,8 @@ class LPRoundingPolicy:
                 clock = time.perf_counter()
                 remaining = {j: view.jobs[j].remaining for j in jobs}
                 models.append(formulate_aggregated(inst, start=t, end=end, remaining=remaining,
-                                                   domains={j: domains[j] for j in jobs}))
+                                                   domains={j: domains[j] for j in jobs},
+                                                   later_domains={j: later[j] for j in jobs}))
                 timings["formulate"] += time.perf_counter() - clock
             clock = time.perf_counter()
             if self.threads > 1 and len(models) > 1:
@@ -155,9 +158,11 @@ class LPRoundingPolicy:
             load[g] += size[r]
         return group, top_of_machine
 
-    def candidate_domains(self, view: View, parts: list[tuple[list[str], np.ndarray]]) -> dict[str, set[str]]:
+    def candidate_domains(self, view: View, parts: list[tuple[list[str], np.ndarray]]
+                          ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
         """Per job: current domain, best local machines, roomiest small subtrees, and the
-        root only when unpartitioned and needed (module docstring, step 2)."""
+        root only when unpartitioned and needed; and the two kept for the later slots
+        (module docstring, step 2)."""
         inst = view.instance
         topo = inst.topology
         residual = Residual(inst)
@@ -172,6 +177,7 @@ class LPRoundingPolicy:
         members = {i: m for i, m in members.items() if len(m) > 1}
         root = topo.nodes.index(topo.root_id)
         out: dict[str, set[str]] = {}
+        later: dict[str, set[str]] = {}
         for jobs, machines in parts:
             inside = np.zeros(len(machine_ids), dtype=bool)
             inside[machines] = True
@@ -182,17 +188,21 @@ class LPRoundingPolicy:
                 held = residual.remove(job_id) if residual.held(job_id) else None
                 room = np.where(inside, residual.worker_room(job), -1)
                 chosen: set[str] = set()
+                keep: list[str] = []
                 if state.previous:
-                    chosen.add(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
+                    keep.append(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
                 order = np.argsort(-room, kind="stable")[: self.local_k]
-                chosen.update(machine_ids[h] for h in order if room[h] >= job.min_workers)
+                local = [machine_ids[h] for h in order if room[h] >= job.min_workers]
                 sized = sorted(((len(m), -int(np.maximum(room[m], 0).sum()), i) for i, m in subtrees
                                 if i != root and np.maximum(room[m], 0).sum() >= job.min_workers))
                 picked = sized[: self.spread_k]
-                chosen.update(topo.nodes[i] for _, _, i in picked)
+                keep += local[:1] if not keep else []
+                keep += [topo.nodes[i] for _, _, i in picked[:1]]
+                chosen.update(keep, local, (topo.nodes[i] for _, _, i in picked))
                 if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
                     chosen.add(topo.root_id)
                 if held:
                     residual.place(job, held)
                 out[job_id] = chosen
-        return out
+                later[job_id] = set(keep) or chosen
+        return out, later

@@ -53,8 +53,9 @@ def test_candidates_keep_the_current_domain():
     where = view.instance.topology.machines[5].id
     view = view_of(6, "racks:2x4", 3, previous={job.id: {where: (job.min_workers, job.min_ps(job.min_workers))}})
     policy = LPRoundingPolicy()
-    domains = policy.candidate_domains(view, policy.partitions(view))
-    assert where in domains[job.id]
+    domains, later = policy.candidate_domains(view, policy.partitions(view))
+    assert where in domains[job.id] and where in later[job.id]
+    assert all(later[j] <= domains[j] and 1 <= len(later[j]) <= 2 for j in domains)
 
 
 def test_simulation_with_the_policy_validates():
