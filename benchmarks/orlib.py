@@ -82,10 +82,10 @@ def _machine() -> str:
             f"NumPy {np.__version__}, SciPy {scipy.__version__}, highspy {metadata.version('highspy')}")
 
 
-def _run(inst: Instance, *, time_limit: float, trials: int, seed: int) -> Row:
+def _run(inst: Instance, *, time_limit: float, trials: int, seed: int, derandomize: bool) -> Row:
     prob = inst.problem
     t0 = time.perf_counter()
-    res = solve_rounding(prob, seed=seed, trials=trials)
+    res = solve_rounding(prob, seed=seed, trials=trials, derandomize=derandomize)
     t1 = time.perf_counter()
     ex = solve_exact(prob, backend="highs", time_limit=time_limit, threads=1)
     t2 = time.perf_counter()
@@ -140,7 +140,7 @@ def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[
         f"Machine: {_machine()}. 1-minute load average at start / end of the run: {load[0]:.2f} / {load[1]:.2f} "
         "(a load above the core count means other processes shared the CPU and inflated both solvers' times).",
         "",
-        f"Settings: rounding `solve_rounding(seed={args.seed}, trials={args.trials})`, exact "
+        f"Settings: rounding `solve_rounding(seed={args.seed}, trials={args.trials}, derandomize={args.derandomize})`, exact "
         f"`solve_exact(backend='highs', threads=1, time_limit={args.time_limit:g})`, GAP as {args.gap_sense}imisation "
         f"with choice groups, data from `{args.root}`. Gap % = |rounding − known optimum| / |optimum|. "
         f"\"largest\" = the {LARGEST} instances of the family with the most constraint nonzeros; their times "
@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="GAP objective sense (OR-Library publishes optima for both)")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--derandomize", action="store_true", help="one deterministic rounding instead of trials")
     parser.add_argument("--quick", action="store_true", help=f"only the first {QUICK} instances of each family")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "ORLIB.md")
     args = parser.parse_args(argv)
@@ -182,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     load_start = os.getloadavg()[0]
     for inst in tqdm(instances, desc="orlib", unit="inst"):
-        rows.append(_run(inst, time_limit=args.time_limit, trials=args.trials, seed=args.seed))
+        rows.append(_run(inst, time_limit=args.time_limit, trials=args.trials, seed=args.seed,
+                         derandomize=args.derandomize))
     command = "python benchmarks/orlib.py" + ("" if argv is None and len(sys.argv) == 1 else
                                               " " + shlex.join(argv if argv is not None else sys.argv[1:]))
     args.output.write_text(report(rows, command, args, (load_start, os.getloadavg()[0])))
