@@ -59,7 +59,7 @@ def _fail(problem: Problem, status: Status, message: str, seed: int, timings: di
 def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derandomize: bool = False,
                    lp_backend: str = "highs", time_limit: float | None = None, local_search: bool = True,
                    scale: str | float | tuple[float, float] = "width") -> Result:
-    """Solve ``problem`` by LP rounding; same ``seed`` -> same x.
+    """Solve ``problem`` by LP rounding; same ``seed`` -> same x (unless ``time_limit`` cuts the trials short).
 
     Status FEASIBLE when the returned x passes :func:`solvers.check.violations`; otherwise ERROR
     (rounding and repair found no feasible point: the message lists the violations of the least
@@ -98,7 +98,9 @@ def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derando
     timings["round"] = time.perf_counter() - t0
 
     sys = row_system(problem)
-    target = _best_possible(problem, lp.objective)
+    # The LP's proven bound (for HiGHS/Glop the LP value; for PDLP the Lagrangian bound of its duals).
+    bound = lp.bound if lp.bound is not None else lp.objective
+    target = _best_possible(problem, bound)
     best_x, best_obj, best_info = None, None, {}
     least_bad, least_count = None, None
     feasible_trials = done = 0
@@ -168,15 +170,15 @@ def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derando
                           for v in bad[:10])
         message = (f"no feasible point after repair in {done} distinct trial(s); least violated candidate breaks "
                    f"{len(bad)} constraint(s): {shown}{' ...' if len(bad) > 10 else ''}")
-        return Result(status=Status.ERROR, x=least_bad, objective=None, bound=lp.objective, gap=None,
+        return Result(status=Status.ERROR, x=least_bad, objective=None, bound=bound, gap=None,
                       solver=SOLVER_NAME, solver_version=version, timings=timings, message=message, seed=seed,
                       guarantee=guarantee, details=details)
     bad = violations(problem, best_x, _CHECK_TOL)
     if bad:  # repair claims feasibility with its own tolerance; the independent check has the last word
-        return Result(status=Status.ERROR, x=best_x, objective=best_obj, bound=lp.objective, gap=None,
+        return Result(status=Status.ERROR, x=best_x, objective=best_obj, bound=bound, gap=None,
                       solver=SOLVER_NAME, solver_version=version, timings=timings,
                       message=f"repaired point fails the check: {bad[0]}", seed=seed, guarantee=guarantee,
                       details=details)
-    return Result(status=Status.FEASIBLE, x=best_x, objective=best_obj, bound=lp.objective,
-                  gap=relative_gap(best_obj, lp.objective), solver=SOLVER_NAME, solver_version=version,
+    return Result(status=Status.FEASIBLE, x=best_x, objective=best_obj, bound=bound,
+                  gap=relative_gap(best_obj, bound), solver=SOLVER_NAME, solver_version=version,
                   timings=timings, message="", seed=seed, guarantee=guarantee, details=details)

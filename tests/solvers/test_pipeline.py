@@ -101,3 +101,12 @@ def test_zero_time_limit_still_tries_one_candidate_and_bad_trials_are_rejected()
         assert is_feasible(prob, res.x)
     with pytest.raises(ValueError, match="trials"):
         solve_rounding(prob, trials=0)
+
+
+def test_other_lp_backends_give_the_same_bound() -> None:
+    prob = read_gap(DATA / "gap" / "gap1.txt")[0]
+    ref = solve_rounding(prob, trials=4)
+    for backend in ("glop", "pdlp"):
+        res = solve_rounding(prob, trials=4, lp_backend=backend)
+        assert res.status is Status.FEASIBLE and is_feasible(prob, res.x)
+        assert res.bound == pytest.approx(ref.bound, rel=1e-4) and res.bound <= res.objective
