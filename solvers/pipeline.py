@@ -92,8 +92,8 @@ def solve_rounding(problem: Problem, *, seed: int = 0, trials: int = 64, derando
         details.update(estimator_start=phi0, estimator_end=phi1)
     else:
         X = round_trials(plan, trials, np.random.default_rng(seed))
-    _, first = np.unique(X, axis=0, return_index=True)
-    candidates = X[np.sort(first)]
+    first = {row.tobytes(): i for i, row in reversed(list(enumerate(X)))}  # first trial of each distinct row
+    candidates = X[np.sort(np.fromiter(first.values(), dtype=np.int64))]
     details["distinct"] = int(candidates.shape[0])
     timings["round"] = time.perf_counter() - t0
 
