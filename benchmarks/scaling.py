@@ -39,8 +39,8 @@ def window_instance(jobs: int, machines: int, slots: int, seed: int):
     from placement.generate import generate
     from placement.instance import Instance
 
-    racks = max(1, machines // 16)
-    g = generate(jobs=jobs, cluster=f"racks:{racks}x{machines // racks}", seed=seed)
+    per_rack = next((k for k in (16, 20, 25, 10, 8) if machines % k == 0), machines)
+    g = generate(jobs=jobs, cluster=f"racks:{machines // per_rack}x{per_rack}", seed=seed)
     return Instance(slot_seconds=g.slot_seconds, horizon=slots, resources=g.resources, topology=g.topology,
                     jobs=tuple(dataclasses.replace(j, arrival=0) for j in g.jobs), name=f"scale-{jobs}x{machines}")
 
@@ -126,14 +126,20 @@ def gap(objective: float, bound: float | None) -> str:
 
 
 def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
+    from placement.online.lp_policy import LPRoundingPolicy
+
     cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                 if l.startswith("model name")), platform.machine())
     out = ["# Per-slot decisions at scale", "",
            f"Command: `python benchmarks/scaling.py {' '.join(sys.argv[1:])}`".rstrip(),
            f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; run took "
-           f"{wall / 60:.1f} min; one fresh process per size.", "",
+           f"{wall / 60:.1f} min; one fresh process per size; 1-minute load average at start / end "
+           f"{args.load_start:.1f} / {os.getloadavg()[0]:.1f} (above the core count, other processes shared "
+           "the CPU).", "",
            f"Policy: LP-rounding (aggregated window model, {args.window}-slot look-ahead, candidate domains, "
-           "POP partitions of 250 jobs), every job active at slot 0; machines of 8 GPUs in racks of 16.", "",
+           f"POP partitions of {LPRoundingPolicy().jobs_per_partition} jobs solved on "
+           f"{LPRoundingPolicy().threads} threads), every job active at slot 0; machines of 8 GPUs in racks "
+           "of 16 (20 when the count is not a multiple of 16).", "",
            "| jobs x machines | GPUs | decision (slot 0) | median decision | peak memory | partitions | "
            "LP / formulate / realise at slot 0 | window objective | gap to aggregated LP bound | "
            "gap to single-machine bound | valid |",
@@ -161,6 +167,7 @@ def main() -> int:
     ap.add_argument("--bound-limit", type=int, default=400_000)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "SCALING.md"))
     args = ap.parse_args()
+    args.load_start = os.getloadavg()[0]
     start = time.perf_counter()
     rows = []
     for size in args.sizes:
