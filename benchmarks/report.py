@@ -3,8 +3,10 @@
 Usage: python benchmarks/report.py   (vs_ilp.py and scaling.py also call it when they end)
 
 Reads VS_ILP.md/.json, SCALING.md/.json and ONLINE.md / online/results.json (whichever
-exist), writes one report with their tables, their commands and machines, and PNG plots:
-rounding and greedy against the exact optimum, and decision time against size.
+exist), writes one report with their tables, their commands and machines, PNG plots
+(rounding and greedy against the exact optimum, decision time against size), and
+results.json: every benchmark's machine-readable results (a file larger than 200 KB is
+referenced by path instead of copied).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = (("VS_ILP", "vs_ilp"), ("SCALING", "scaling"), ("ONLINE", "online"))
+EMBED_LIMIT = 200_000  # bytes: larger result files are referenced, not copied
 
 
 def _plots() -> list[str]:
@@ -74,10 +77,12 @@ def main() -> int:
         text_path = HERE / f"{md}.md"
         data_path = HERE / f"{md}.json" if md != "ONLINE" else HERE / "online" / "results.json"
         if text_path.exists():
-            body = text_path.read_text().splitlines()
-            parts += ["#" + body[0], *body[1:], ""]   # demote the section's title one level
+            # every heading one level down, so each benchmark is one section of this report
+            parts += ["#" + line if line.startswith("#") else line for line in text_path.read_text().splitlines()]
+            parts.append("")
         if data_path.exists():
-            results[key] = json.loads(data_path.read_text())
+            small = data_path.stat().st_size <= EMBED_LIMIT
+            results[key] = json.loads(data_path.read_text()) if small else {"file": str(data_path.relative_to(HERE.parent))}
     parts += ["## Plots", "", *_plots(), ""]
     (HERE / "REPORT.md").write_text("\n".join(parts) + "\n")
     (HERE / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
