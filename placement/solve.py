@@ -26,7 +26,7 @@ from placement.schedule import Schedule
 from solvers.guarantee import Guarantee, compute_guarantee
 from solvers.lp import solve_lp
 from solvers.result import Status
-from solvers.rounding import RoundingPlan, plan_rounding, round_trials
+from solvers.rounding import plan_rounding, round_most_likely, round_trials
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
     plan = plan_rounding(problem, lp.x)
     guarantee = compute_guarantee(problem, plan, lp.objective, trials=trials)
     rng = np.random.default_rng(seed)
-    candidates = np.vstack([_most_likely(plan, problem.n), round_trials(plan, trials, rng)])
+    candidates = np.vstack([round_most_likely(plan), round_trials(plan, trials, rng)])
     timings["round"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     best: tuple[float, Schedule] | None = None
@@ -173,22 +173,6 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
     schedule = replace(best[1], extra={"solver": "rounding", "seed": seed})
     return _finish(instance, schedule, "rounding", "feasible", bound, "lp", guarantee, timings,
                    seed=seed, trials=trials, valid_trials=valid, model=model)
-
-
-def _most_likely(plan: RoundingPlan, n: int) -> np.ndarray:
-    """The deterministic candidate: in each choice group the option of largest LP weight,
-    its members rounded to the nearest integer of their conditional value; other integer
-    variables rounded to nearest."""
-    x = np.where(plan.integer, np.rint(plan.marginal), plan.marginal)
-    if plan.opt_ind.size:
-        order = np.lexsort((-plan.opt_prob, plan.opt_group))
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = plan.opt_group[order][1:] != plan.opt_group[order][:-1]
-        chosen = np.zeros(len(plan.opt_prob), dtype=bool)
-        chosen[order[first]] = plan.opt_prob[order[first]] > 0
-        x[plan.opt_ind] = chosen
-        x[plan.mem_var] = np.where(chosen[plan.mem_opt], np.rint(plan.mem_cond), 0.0)
-    return x
 
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:

@@ -40,10 +40,9 @@ from placement.aggregate import formulate_aggregated
 from placement.online.policy import TaskDict, View
 from placement.packing import Residual
 from placement.realise import decide_slot
-from placement.solve import _most_likely
 from solvers.lp import solve_lp
 from solvers.result import Status
-from solvers.rounding import plan_rounding
+from solvers.rounding import plan_rounding, round_most_likely
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +107,7 @@ class LPRoundingPolicy:
             return {}
         if self.last_lp_value is not None:
             self.last_lp_value += lp.objective
-        x = _most_likely(plan_rounding(problem, lp.x), problem.n)
+        x = round_most_likely(plan_rounding(problem, lp.x))
         return decoder.plan(x).slots[view.t]
 
     # ----- partitions and candidates ---------------------------------------------------

@@ -9,6 +9,7 @@ from placement.instance import Instance
 from placement.realise import realise
 from placement.evaluate import validate
 from solvers.lp import solve_lp
+from solvers.rounding import plan_rounding, round_most_likely
 
 from .conftest import EXAMPLES
 
@@ -34,9 +35,7 @@ def test_decoded_lp_realises_to_a_valid_schedule():
     inst = generate(jobs=8, cluster="racks:2x4", seed=5)
     problem, decoder = formulate_aggregated(inst)
     x = solve_lp(problem).x
-    from placement.solve import _most_likely
-    from solvers.rounding import plan_rounding
-    plan = decoder.plan(_most_likely(plan_rounding(problem, x), problem.n))
+    plan = decoder.plan(round_most_likely(plan_rounding(problem, x)))
     assert any(plan.slots)
     assert validate(inst, realise(inst, plan)) == []
 

@@ -9,7 +9,7 @@ from scipy import stats
 
 from solvers.guarantee import chernoff, compute_guarantee, event_rows, width_scale
 from solvers.problem import ChoiceGroup, Option, Problem
-from solvers.rounding import plan_rounding, round_derandomized, round_trials
+from solvers.rounding import plan_rounding, round_derandomized, round_most_likely, round_trials
 
 N_MC = 20_000  # Monte-Carlo trials per check
 # A check "fails" only if the observed count is implausible under the claim: P[Binomial(N, p) >= k] < 1e-6.
@@ -217,3 +217,15 @@ def test_width_scaling_statement_reports_the_instance_numbers() -> None:
     assert g.p_all_fail == pytest.approx((1 - g.p_success) ** 64)
     for number in (f"{g.delta_pack:.4g}", f"{g.p_pack:.4g}", "64 trials"):
         assert number in g.statement
+
+
+def test_most_likely_rounding_picks_the_heaviest_option_and_rounds_its_members():
+    # one group: options y0 (members x2, x3) and y1 (member x4); x5 free integer
+    groups = [ChoiceGroup((Option(0, np.array([2, 3])), Option(1, np.array([4]))))]
+    problem = Problem(c=np.ones(6), upper=[1, 1, 4, 4, 4, 9], groups=groups)
+    x_lp = np.array([0.7, 0.3, 1.4, 0.35, 0.9, 2.6])   # conditional on y0: 2.0 and 0.5
+    x = round_most_likely(plan_rounding(problem, x_lp, scale=1.0))
+    assert x[0] == 1 and x[1] == 0 and x[4] == 0          # heaviest option on, the other off
+    assert x[2] == 2 and x[3] in (0, 1)                   # members at their rounded conditional value
+    assert x[5] == 3                                      # a free integer rounded to nearest
+    assert np.array_equal(x, round_most_likely(plan_rounding(problem, x_lp, scale=1.0)))
