@@ -158,29 +158,26 @@ class Instance:
 
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
-        the whole cluster can hold, can never run: reject it up front."""
+        the whole cluster can hold, can never run: reject it up front. Vectorised over
+        the distinct machine types, so checking many jobs on a big cluster stays cheap."""
+        kinds, which = self.machine_kinds
+        counts = np.bincount(which, minlength=len(kinds))
         for role, demand in (("worker", job.worker), ("ps", job.ps)):
-            if not any(self._fits(demand, m) for m in self.topology.machines):
+            need = np.array([demand.get(r, 0) for r in self.resources], dtype=float)
+            if not (need <= kinds + 1e-9).all(axis=1).any():
                 worst = max(demand, key=lambda r: demand[r]) if demand else "?"
                 fail(join(where, role), f"one {role} (demand {demand}) exceeds the capacity of "
                      f"every machine (largest {worst!r}: "
                      f"{max(m.capacity.get(worst, 0) for m in self.topology.machines)})",
                      InstanceError)
-        room = sum(self._count_fitting(job.worker, m) for m in self.topology.machines)
+        alpha = np.array([job.worker.get(r, 0) for r in self.resources], dtype=float)
+        many = 10**9  # "unbounded": also guards against capacity / tiny demand overflowing
+        with np.errstate(divide="ignore", over="ignore"):  # capped at `many` right after
+            per = np.where(alpha > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(alpha > 0, alpha, 1), many)), many)
+        room = int(min(np.dot(per.min(axis=1), counts), many))
         if room < job.min_workers:
             fail(join(where, "min_workers"), f"the whole cluster holds at most {room} workers "
                  f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
-
-    @staticmethod
-    def _fits(demand: dict[str, float], machine: Machine) -> bool:
-        return all(a <= machine.capacity.get(r, 0) + 1e-9 for r, a in demand.items())
-
-    @staticmethod
-    def _count_fitting(demand: dict[str, float], machine: Machine) -> int:
-        many = 10**9  # "unbounded": also guards against capacity / tiny demand overflowing
-        counts = [math.floor(min((machine.capacity.get(r, 0) + 1e-9) / a, many))
-                  for r, a in demand.items() if a > 0]
-        return min(counts, default=many)
 
     # ----- file form ---------------------------------------------------------------------
     @classmethod

@@ -28,7 +28,6 @@ decisions an uninterrupted one would. Nothing here is random.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Iterable, Mapping
@@ -262,9 +261,9 @@ class OnlineScheduler:
     def view(self, t: int) -> View:
         """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
         active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
-        instance = _trusted_instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
-                                     resources=self.resources, topology=self._topology,
-                                     jobs=tuple(e.job for e in active), name=f"online-t{t}")
+        instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
+                            resources=self.resources, topology=self._topology,
+                            jobs=tuple(e.job for e in active), name=f"online-t{t}")
         return View(t, instance, {e.job.id: e.view_state() for e in active}, self.lookahead)
 
     def _drop(self, t: int, job_id: Any, reason: str) -> None:
@@ -424,25 +423,6 @@ class OnlineScheduler:
         sched._unrunnable = {j for j, e in sched._jobs.items()
                              if sched._why_unrunnable(e.job, sched._topology)}
         return sched
-
-
-def _trusted_instance(**values: Any) -> Instance:
-    """An Instance built without re-running its checks. Every job in a View passed them on
-    this cluster (at submit, or when the cluster last changed), ids are unique and arrivals
-    precede the horizon; re-checking would cost O(jobs x machines) in Python each slot,
-    half the decision time with 500 jobs on 128 machines."""
-    instance = object.__new__(Instance)
-    for f in dataclasses.fields(Instance):
-        if f.name in values:
-            value = values.pop(f.name)
-        elif f.default is not dataclasses.MISSING:
-            value = f.default
-        else:
-            raise TypeError(f"Instance field {f.name!r} needs a value")
-        object.__setattr__(instance, f.name, value)
-    if values:
-        raise TypeError(f"Instance has no field(s) {sorted(values)}")
-    return instance
 
 
 def _is_count(x: Any) -> bool:
