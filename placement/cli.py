@@ -160,7 +160,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             result = simulate(source, topology=topology, policy=policy, lookahead=args.lookahead,
                               mode=args.mode, slot_seconds=slot_seconds, horizon=args.horizon,
                               progress_noise=args.noise, seed=args.seed, events=events,
-                              progress_bar=args.progress)
+                              progress_bar=args.progress or sys.stderr.isatty())
         except ValueError as exc:
             raise BadInput(f"{policy.name}: {exc}") from None
         results[policy.name] = result
@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
     p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
     p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--progress", action="store_true",
+                   help="show a progress bar even when stderr is not a terminal (it is on in a terminal)")
     p.set_defaults(run=cmd_simulate)
 
     p = sub.add_parser("batch", help="solve many instance files into one CSV, locally or on a Dask cluster")
