@@ -92,3 +92,42 @@ def test_console_script_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("placement: error:")
+
+
+def test_generate_writes_a_valid_instance(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["generate", "--jobs", "5", "--cluster", "racks:2x2", "--seed", "3", "--out", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    from placement.instance import Instance
+    assert len(Instance.load(out).jobs) == 5
+    assert main(["generate", "--jobs", "5", "--cluster", "racks:0x2"]) == 2
+    assert "racks" in capsys.readouterr().err
+
+
+def test_simulate_policies_side_by_side(tmp_path, capsys):
+    out, plots = tmp_path / "sim.json", tmp_path / "plots"
+    code = main(["simulate", "--trace", str(EXAMPLES / "racks.json"), "--policy", "lp-rounding",
+                 "--policy", "fifo", "--out", str(out), "--plot", str(plots)])
+    text = capsys.readouterr().out
+    assert code == 0 and "lp-rounding" in text and "fifo" in text and "avg JCT" in text
+    assert set(json.loads(out.read_text())) == {"lp-rounding", "fifo"}
+    assert (plots / "jct_cdf.png").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--policy", "nope"], "unknown policy 'nope'"),
+    (["--event", "x:remove"], ""),
+])
+def test_simulate_bad_input(capsys, argv, message):
+    assert main(["simulate", "--trace", str(EXAMPLES / "racks.json"), *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_simulate_job_list_needs_a_cluster(tmp_path, capsys):
+    from placement.instance import Instance
+    from placement.traces import write_joblist
+    path = tmp_path / "jobs.csv"
+    write_joblist(Instance.load(EXAMPLES / "racks.json").jobs, path)
+    assert main(["simulate", "--trace", str(path)]) == 2
+    assert "needs a cluster" in capsys.readouterr().err
+    assert main(["simulate", "--trace", str(path), "--cluster", "racks:2x2", "--policy", "greedy"]) == 0
