@@ -107,23 +107,23 @@ def workers_of(tasks: Mapping[str, tuple[int, int]]) -> int:
 def shrink(job: Job, tasks: Mapping[str, tuple[int, int]], workers: int) -> TaskDict:
     """``tasks`` cut down to ``workers`` workers and ``job.min_ps(workers)`` PSs: workers go
     from the machines holding the fewest, PSs first from machines left without workers."""
-    w = {h: tw for h, (tw, _) in tasks.items()}
+    w = _take({h: tw for h, (tw, _) in tasks.items()}, sum(tw for tw, _ in tasks.values()) - workers,
+              key=lambda h, c: (c[h], h))
     s = {h: ts for h, (_, ts) in tasks.items()}
-    drop = sum(w.values()) - workers
-    for h in sorted(w, key=lambda h: (w[h], h)):
-        if drop <= 0:
-            break
-        d = min(drop, w[h])
-        w[h] -= d
-        drop -= d
-    extra = sum(s.values()) - job.min_ps(workers)
-    for h in sorted(s, key=lambda h: (w[h] > 0, s[h], h)):
-        if extra <= 0:
-            break
-        d = min(extra, s[h])
-        s[h] -= d
-        extra -= d
+    s = _take(s, sum(s.values()) - job.min_ps(workers), key=lambda h, c: (w[h] > 0, c[h], h))
     return {h: (w[h], s[h]) for h in tasks if w[h] or s[h]}
+
+
+def _take(counts: dict[str, int], amount: int, key) -> dict[str, int]:
+    """``counts`` less ``amount`` units, taken machine by machine in ``key`` order."""
+    out = dict(counts)
+    for h in sorted(out, key=lambda h: key(h, out)):
+        if amount <= 0:
+            break
+        d = min(amount, out[h])
+        out[h] -= d
+        amount -= d
+    return out
 
 
 def _count(x: Any) -> int:
@@ -138,14 +138,8 @@ def _count(x: Any) -> int:
 def _resize(counts: dict[str, int], workers: int) -> dict[str, int]:
     """Planned workers per machine brought to ``workers`` in total: trimmed from the
     machines with the fewest, added to the one with the most."""
-    out = dict(counts)
-    drop = sum(out.values()) - workers
-    for h in sorted(out, key=lambda h: (out[h], h)):
-        if drop <= 0:
-            break
-        d = min(drop, out[h])
-        out[h] -= d
-        drop -= d
+    drop = sum(counts.values()) - workers
+    out = _take(counts, drop, key=lambda h, c: (c[h], h))
     if drop < 0:
         top = max(out, key=lambda h: (out[h], h))
         out[top] -= drop

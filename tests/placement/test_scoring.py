@@ -13,6 +13,7 @@ from placement.instance import Instance
 from placement.schedule import Schedule
 
 from . import builders as B
+from .conftest import TINY
 
 
 job, machine, instance, sched, every = B.job, B.machine, B.instance, B.sched, B.every
@@ -470,21 +471,6 @@ def test_evaluate_is_validate_and_score():
 # The example of MODEL.md section 1-2, loaded from its JSON form
 # ======================================================================================
 
-TINY = {
-    "name": "tiny", "slot_seconds": 60, "horizon": 4, "resources": ["gpu", "cpu", "mem"],
-    "topology": {
-        "root": "spine",
-        "machines": [
-            {"id": "m0", "capacity": {"gpu": 4, "cpu": 32, "mem": 256}, "local_gbps": 400},
-            {"id": "m1", "capacity": {"gpu": 4, "cpu": 32, "mem": 256}, "local_gbps": 400}],
-        "switches": [{"id": "tor0"}, {"id": "spine"}],
-        "links": [{"a": "m0", "b": "tor0", "gbps": 25}, {"a": "m1", "b": "tor0", "gbps": 25},
-                  {"a": "tor0", "b": "spine", "gbps": 100}]},
-    "jobs": [{"id": "j0", "arrival": 0, "work_batches": 20000, "batch_seconds": 0.05,
-              "gradient_mb": 100, "worker": {"gpu": 1, "cpu": 4, "mem": 16},
-              "ps": {"cpu": 4, "mem": 16}, "min_workers": 1, "max_workers": 8,
-              "worker_gbps": 5, "ps_gbps": 10, "weight": 1, "restart_seconds": 10}],
-}
 TINY_SCHEDULE = {"instance": "tiny", "slots": [
     {"t": 0, "allocations": [{"job": "j0", "machine": "m0", "workers": 4, "ps": 2}]},
     {"t": 1, "allocations": [{"job": "j0", "machine": "m0", "workers": 4, "ps": 2}]}]}
