@@ -25,6 +25,13 @@ Per slot t:
    each plan normalised and fitted in its domain, kept unchanged when a change would not
    finish the job sooner despite its restart cost, trimmed when the job completes, and
    the capacity left filled shortest remaining work first — across all partitions at once.
+6. *Select* (up to ``select_limit`` active jobs): the decision of step 5 and the one the
+   slot rules make alone are each played forward over the window with the realiser (the
+   LP's plan for the later slots, or none), progress by MODEL.md, and the one whose
+   window cost is lower is taken — each job's weighted completion time if it completes
+   in the window, else the window's end plus its remaining work at full local speed
+   (MODEL.md's unfinished charge). This is how the offline pipeline picks among rounding
+   trials, done per slot.
 """
 from __future__ import annotations
 
@@ -53,12 +60,14 @@ class LPRoundingPolicy:
     name = "lp-rounding"
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
-                 jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None):
+                 jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
+                 select_limit: int = 500):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
         self.jobs_per_partition, self.time_limit = jobs_per_partition, time_limit
         self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
+        self.select_limit = select_limit
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -66,8 +75,9 @@ class LPRoundingPolicy:
     def decide(self, view: View) -> dict[str, TaskDict]:
         inst, t = view.instance, view.t
         timings = {"candidates": 0.0, "formulate": 0.0, "lp": 0.0}
-        intended = {}
+        plans: dict[int, dict] = {}
         self.last_lp_value = 0.0
+        end = t + 1
         if view.jobs:
             clock = time.perf_counter()
             parts = self.partitions(view)
@@ -90,16 +100,41 @@ class LPRoundingPolicy:
                 results = [solve_lp(m[0], time_limit=self.time_limit) for m in models]
             timings["lp"] = time.perf_counter() - clock
             for (problem, decoder), lp in zip(models, results):
-                intended.update(self._round(view, problem, decoder, lp))
+                for slot, placements in self._round(view, problem, decoder, lp, end).items():
+                    plans.setdefault(slot, {}).update(placements)
         clock = time.perf_counter()
-        placed = decide_slot(inst, view.tracker(), t, intended, fill=True)
+        placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True)
         timings["realise"] = time.perf_counter() - clock
+        if plans and len(view.jobs) <= self.select_limit and end > t + 1:
+            clock = time.perf_counter()
+            alone = decide_slot(inst, view.tracker(), t, {}, fill=True)
+            if alone != placed and self._window_cost(view, alone, {}, end) < self._window_cost(view, placed, plans, end):
+                placed = alone
+            timings["select"] = time.perf_counter() - clock
         timings["partitions"] = len(parts) if view.jobs else 0
         self.last_timings = timings
         return placed
 
-    def _round(self, view: View, problem, decoder, lp) -> dict:
-        """The most likely rounding of one partition's LP, as intended placements for slot t."""
+    def _window_cost(self, view: View, first: dict[str, TaskDict], plans: dict[int, dict], end: int) -> float:
+        """Weighted completion times over the window if slot t takes ``first`` and the
+        later slots follow ``plans`` through the slot rules (module docstring, step 6)."""
+        inst, dt = view.instance, view.instance.slot_seconds
+        tracker = view.tracker()
+        tracker.advance(view.t, first)
+        for slot in range(view.t + 1, end):
+            tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True))
+        cost = 0.0
+        for job_id, state in view.jobs.items():
+            job = state.job
+            if job_id in tracker.completed:
+                finish = (tracker.completed[job_id] + 1) * dt
+            else:
+                finish = end * dt + tracker.remaining(job) * job.batch_time(inst.best_local_gbps) / job.max_workers
+            cost += job.weight * finish
+        return cost
+
+    def _round(self, view: View, problem, decoder, lp, end: int) -> dict[int, dict]:
+        """The most likely rounding of one partition's LP, as intended placements per slot."""
         if lp.status is not Status.OPTIMAL:
             self.last_lp_value = None
             logger.warning("slot %d: window LP %s (%s); these jobs follow the slot rules alone",
@@ -108,7 +143,8 @@ class LPRoundingPolicy:
         if self.last_lp_value is not None:
             self.last_lp_value += lp.objective
         x = round_most_likely(plan_rounding(problem, lp.x))
-        return decoder.plan(x).slots[view.t]
+        slots = decoder.plan(x).slots
+        return {slot: slots[slot] for slot in range(view.t, end)}
 
     # ----- partitions and candidates ---------------------------------------------------
     def partitions(self, view: View) -> list[tuple[list[str], np.ndarray]]:

@@ -67,3 +67,18 @@ def test_simulation_with_the_policy_validates():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="window"):
         LPRoundingPolicy(window=0)
+
+
+def test_selection_takes_one_of_the_two_candidates():
+    # step 6: the LP-guided decision or the slot rules' own, nothing else
+    from placement.realise import decide_slot
+    for seed in (11, 12, 13):
+        view = view_of(30, "racks:2x4", seed)
+        lp_only = LPRoundingPolicy(select_limit=0)
+        guided = lp_only.decide(view)
+        assert "select" not in lp_only.last_timings
+        alone = decide_slot(view.instance, view.tracker(), 0, {}, fill=True)
+        policy = LPRoundingPolicy()
+        chosen = policy.decide(view)
+        assert "select" in policy.last_timings or guided == alone
+        assert chosen in (guided, alone) and one_slot(view, chosen) == []
