@@ -76,10 +76,15 @@ class AggregateDecoder:
 def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None = None,
                          remaining: dict[str, float] | None = None,
                          domains: dict[str, set[str]] | None = None,
-                         later_domains: dict[str, set[str]] | None = None) -> tuple[Problem, AggregateDecoder]:
+                         later_domains: dict[str, set[str]] | None = None,
+                         overflow_extra: dict[str, float] | None = None) -> tuple[Problem, AggregateDecoder]:
     """The aggregated model over slots ``start..end-1``; arguments as
     :func:`placement.formulation.formulate`, plus ``later_domains``: a (smaller) set of
-    domains per job for the slots after ``start`` (online look-ahead slots only plan)."""
+    domains per job for the slots after ``start`` (online look-ahead slots only plan), and
+    ``overflow_extra``: per job id, a cost added to its q[j] (objective units, i.e.
+    weighted seconds for all of the job's work left after the window) — the online
+    policy's charge for queueing after the window; with it the LP value is no longer a
+    lower bound."""
     progress = Progress(instance, start=start, end=end, remaining=remaining)
     end, jobs = progress.end, progress.jobs
     topo, dt = instance.topology, instance.slot_seconds
@@ -146,6 +151,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     n = progress.n
     cost = np.zeros(n)
     offset = progress.cost(cost)
+    if overflow_extra:
+        cost[progress.q_idx] += [overflow_extra.get(instance.jobs[j].id, 0.0) for j in jobs]
     upper = np.zeros(n)
     upper[index[:, _W]], upper[index[:, _S]], upper[index[:, _Y]] = o_uw, o_us, 1.0
     upper[3 * n_opt:] = progress.upper()

@@ -17,7 +17,8 @@ Per slot t:
    roomiest machine) and the first rack.
 3. *Window LP*: the aggregated model (``placement.aggregate``: one worker and one PS
    count per job, slot and domain) over slots t..t+window-1 with each job's remaining
-   work as reported by the cluster, restricted to those domains.
+   work as reported by the cluster, restricted to those domains; the work a job leaves
+   after the window also pays the queueing charge below (``queue_extra``).
 4. *Rounding*: in every job-slot the option with the largest LP weight, its counts
    rounded from their conditional values (the deterministic member of the rounding
    family of ``solvers.rounding``; one trial is what a per-slot decision affords).
@@ -30,8 +31,24 @@ Per slot t:
    LP's plan for the later slots, or none), progress by MODEL.md, and the one whose
    window cost is lower is taken — each job's weighted completion time if it completes
    in the window, else the window's end plus its remaining work at full local speed
-   (MODEL.md's unfinished charge). This is how the offline pipeline picks among rounding
-   trials, done per slot.
+   (MODEL.md's unfinished charge) plus the queueing charge below. This is how the
+   offline pipeline picks among rounding trials, done per slot.
+
+*Queueing charge* (``queue_charge=True``). MODEL.md's unfinished charge lets every job
+left unfinished run at full size right after the window, all at once, so the window
+never sees that leftover work competes for the cluster: deferring a job that needs a
+large share of the cluster (say 32 of 64 GPUs for two hours) looks almost free, slot
+after slot, next to keeping four long 8-GPU jobs running. So a job's leftover work also
+delays the leftover of the jobs queued behind it, as on one machine of the cluster's
+capacity: each unfinished job j has a *load*, its remaining time at full size times the
+share of the capacity it then holds (max_workers x (worker + kappa x PS demand) over the
+capacity, dominant resource, at most 1); the leftovers are ordered by Smith's rule
+(load / weight ascending, optimal on one machine) and job k is charged, beyond its own
+remaining time, the summed load of the jobs ahead of it (``queue_delay``). Summed over
+the jobs this is, per job, its load times the weight of the jobs behind it
+(``queue_extra``), which is linear in its leftover, so step 3 puts it on the LP's q[j]
+with the order fixed by the remaining work at slot t (each partition against its own
+machines). It is an estimate, not a bound: the LP value is no longer one.
 """
 from __future__ import annotations
 
@@ -54,6 +71,50 @@ from solvers.rounding import plan_rounding, round_most_likely
 logger = logging.getLogger(__name__)
 
 
+def leftover(instance, jobs, remaining, machines=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per job: ``own``, the seconds its ``remaining`` batches take at full local speed with
+    max_workers workers (MODEL.md's unfinished charge), and ``load``, the seconds of the
+    whole cluster (or of ``machines``) that this work occupies: ``own`` times the share of
+    the capacity the job holds at full size, max_workers x (worker + kappa x PS demand)
+    over the capacity, in its dominant resource, at most 1 (module docstring, 'Queueing charge')."""
+    cap = instance.capacity_matrix if machines is None else instance.capacity_matrix[machines]
+    cap = cap.sum(axis=0)
+    own = np.array([r * job.batch_time(instance.best_local_gbps) / job.max_workers
+                    for job, r in zip(jobs, remaining)], dtype=float)
+    share = np.zeros(len(jobs))
+    for k, job in enumerate(jobs):
+        need = np.array([job.worker.get(r, 0) + job.kappa * job.ps.get(r, 0) for r in instance.resources], dtype=float)
+        on = (need > 0) & (cap > 0)
+        share[k] = min(1.0, job.max_workers * float((need[on] / cap[on]).max())) if on.any() else 0.0
+    return own, own * share
+
+
+def _smith(load: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Smith's rule on the cluster as one machine: smallest load per weight first
+    (ties in the given order)."""
+    return np.argsort(load / weight, kind="stable")
+
+
+def queue_delay(load: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per job, the summed ``load`` of the jobs ahead of it in Smith order: how long the
+    leftover work queued before it keeps the cluster busy (module docstring, 'Queueing charge')."""
+    order = _smith(load, weight)
+    out = np.empty(len(load))
+    out[order] = np.cumsum(load[order]) - load[order]
+    return out
+
+
+def queue_extra(load: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Per job, its ``load`` times the total weight of the jobs after it in Smith order:
+    what all of its work left after the window costs the jobs queued behind it — the
+    same charge as :func:`queue_delay`, summed by the job that causes it (linear in its
+    leftover, so it goes on the LP's q[j])."""
+    order = _smith(load, weight)
+    behind = np.empty(len(load))
+    behind[order] = weight[order].sum() - np.cumsum(weight[order])
+    return load * behind
+
+
 class LPRoundingPolicy:
     """Window LP + rounding + realise, re-optimised every slot (module docstring)."""
 
@@ -61,13 +122,14 @@ class LPRoundingPolicy:
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
-                 select_limit: int = 500):
+                 select_limit: int = 500, queue_charge: bool = True):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
         self.jobs_per_partition, self.time_limit = jobs_per_partition, time_limit
         self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
         self.select_limit = select_limit
+        self.queue_charge = queue_charge
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -85,12 +147,19 @@ class LPRoundingPolicy:
             timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
             models = []
-            for jobs, _ in parts:
+            for jobs, machines in parts:
                 clock = time.perf_counter()
                 remaining = {j: view.jobs[j].remaining for j in jobs}
+                extra = None
+                if self.queue_charge:
+                    members = [view.jobs[j].job for j in jobs if remaining[j] > 0]
+                    own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
+                    extra = dict(zip((job.id for job in members),
+                                     queue_extra(load, np.array([job.weight for job in members], dtype=float))))
                 models.append(formulate_aggregated(inst, start=t, end=end, remaining=remaining,
                                                    domains={j: domains[j] for j in jobs},
-                                                   later_domains={j: later[j] for j in jobs}))
+                                                   later_domains={j: later[j] for j in jobs},
+                                                   overflow_extra=extra))
                 timings["formulate"] += time.perf_counter() - clock
             clock = time.perf_counter()
             if self.threads > 1 and len(models) > 1:
@@ -124,14 +193,19 @@ class LPRoundingPolicy:
         for slot in range(view.t + 1, end):
             tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True))
         cost = 0.0
+        left: list = []
         for job_id, state in view.jobs.items():
             job = state.job
             if job_id in tracker.completed:
-                finish = (tracker.completed[job_id] + 1) * dt
+                cost += job.weight * (tracker.completed[job_id] + 1) * dt
             else:
-                finish = end * dt + tracker.remaining(job) * job.batch_time(inst.best_local_gbps) / job.max_workers
-            cost += job.weight * finish
-        return cost
+                left.append(job)
+        if not left:
+            return cost
+        own, load = leftover(inst, left, [tracker.remaining(job) for job in left])
+        weight = np.array([job.weight for job in left], dtype=float)
+        after = queue_delay(load, weight) if self.queue_charge else 0.0
+        return cost + float((weight * (end * dt + own + after)).sum())
 
     def _round(self, view: View, problem, decoder, lp, end: int) -> dict[int, dict]:
         """The most likely rounding of one partition's LP, as intended placements per slot."""
