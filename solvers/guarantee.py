@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Guarantee", "EventRows", "chernoff", "compute_guarantee", "event_rows", "width_scale"]
 
-_BISECT_STEPS = 80
+_BISECT_STEPS = 40
 
 
 def chernoff(mu: np.ndarray | float, t: np.ndarray | float) -> np.ndarray:

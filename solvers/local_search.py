@@ -160,15 +160,17 @@ def _swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray) -> int:
     return made
 
 
-def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float, width: int = 8) -> int:
+def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float, width: int = 4) -> int:
     """Improving pairs of swaps (j->k, l->m) where j->k alone overloads only upper sides.
 
     For a support column j (the ``_MAX_OUTS // 4`` costliest), k must restore every lower side j's
     removal broke (the ``width`` cheapest such k are tried); the rows k overloads name the support
-    columns l that can relieve them (the ``width`` costliest are tried), and for each l the cheapest
-    m that makes everything feasible is taken.
+    columns l that can relieve them (the ``width`` costliest per k).  Every (k, l) pair of one j is
+    then completed at once (:func:`_best_completions`) and the most improving (k, l, m) is applied.
     """
     made = 0
+    if not np.isfinite(sys.hi).any():  # k must overload an upper side, and there is none (e.g. set cover)
+        return made
     support = np.flatnonzero(sys.integer & (x >= 1))
     for j in support[np.argsort(-sys.cost[support], kind="stable")][:_MAX_OUTS // 4]:
         if time.perf_counter() > deadline:
@@ -178,47 +180,98 @@ def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float,
         rj, vj = _column(sys, j)
         r[rj] -= vj
         x[j] -= 1
-        lo_bad = r < sys.lo - sys.tol_lo
-        lost = float(np.sum((sys.lo - r - sys.tol_lo)[lo_bad] / sys.norm[lo_bad]))  # as evaluate_moves counts it
-        cand = np.flatnonzero(sys.integer & (x + 1 <= sys.upper + _EPS))
-        cand = cand[cand != j]
-        found = None
-        if cand.size:
-            d_hi, d_lo, _ = evaluate_moves(sys, r, cand, np.ones(cand.size))
-            ks = cand[(d_hi > 0) & (d_lo <= -lost + 1e-9)]
-            ks = ks[np.argsort(sys.cost[ks], kind="stable")][:width]
-            for k in ks:
-                rk, vk = _column(sys, int(k))
-                r[rk] += vk
-                over = np.flatnonzero(r > sys.hi + sys.tol_hi)
-                ls = np.unique(column_entries(sys.M, over)[1])
-                ls = ls[(x[ls] >= 1) & sys.integer[ls] & (ls != k)]
-                ls = ls[np.argsort(-sys.cost[ls], kind="stable")][:width]
-                x[k] += 1
-                for l in ls:
-                    rl, vl = _column(sys, int(l))
-                    r[rl] -= vl
-                    x[l] -= 1
-                    mc, mcost = _feasible_adds(sys, r, x, sys.cost[j] - sys.cost[k] + sys.cost[l])
-                    keep = (mc != l) & (mc != j)
-                    if keep.any():
-                        found = int(mc[keep][np.argmin(mcost[keep])])
-                        break
-                    r[rl] += vl
-                    x[l] += 1
-                if found is not None:
-                    break
-                r[rk] -= vk
-                x[k] -= 1
-        if found is None:
+        move = _best_double(sys, x, r, int(j), width)
+        if move is None:
             r[rj] += vj
             x[j] += 1
             continue
-        rm, vm = _column(sys, found)
-        r[rm] += vm
-        x[found] += 1
+        for col, step in move:
+            rc, vc = _column(sys, col)
+            r[rc] += step * vc
+            x[col] += step
         made += 1
     return made
+
+
+def _best_double(sys: RowSystem, x: np.ndarray, r: np.ndarray, j: int, width: int
+                 ) -> tuple[tuple[int, float], ...] | None:
+    """With j already removed from (x, r): the most improving completion (k+, l-, m+) or (k+, l-),
+    as ((column, step), ...), or None when no completion lowers the cost.
+
+    m must bring every row the pair leaves violated back within bounds without breaking another,
+    so its candidates are the columns of the first such row (as in :func:`_feasible_adds`)."""
+    lo_bad = r < sys.lo - sys.tol_lo
+    lost = float(np.sum((sys.lo - r - sys.tol_lo)[lo_bad] / sys.norm[lo_bad]))  # as evaluate_moves counts it
+    if lo_bad.any():  # k must restore every broken lower side, so it is a column of the first
+        cand = sys.M.indices[sys.M.indptr[np.argmax(lo_bad)]:sys.M.indptr[np.argmax(lo_bad) + 1]]
+    else:
+        cand = np.arange(x.size)
+    # Only an improving first half (k cheaper than j): an exchange improving overall improves in one of
+    # its halves, and is found from that half's j.
+    cand = cand[sys.integer[cand] & (x[cand] + 1 <= sys.upper[cand] + _EPS) & (cand != j)
+                & (sys.cost[cand] < sys.cost[j] - _EPS)]
+    if cand.size == 0:
+        return None
+    d_hi, d_lo, _ = evaluate_moves(sys, r, cand, np.ones(cand.size))
+    ks = cand[(d_hi > 0) & (d_lo <= -lost + 1e-9)]
+    ks = ks[np.argsort(sys.cost[ks], kind="stable")][:width]
+    # The rows overloaded after k+ name the l that can relieve them.
+    owner, rows, vals = column_entries(sys.Mc, ks)
+    over = r[rows] + vals > sys.hi[rows] + sys.tol_hi[rows]
+    kpos, over_rows = owner[over], rows[over]
+    already = np.flatnonzero(r > sys.hi + sys.tol_hi)  # (rows j's removal overloaded, if any)
+    if already.size:
+        kpos = np.concatenate((kpos, np.repeat(np.arange(ks.size), already.size)))
+        over_rows = np.concatenate((over_rows, np.tile(already, ks.size)))
+    row_pos, ls, _ = column_entries(sys.M, over_rows)
+    kpos = kpos[row_pos]
+    keep = (x[ls] >= 1) & sys.integer[ls] & (ls != ks[kpos])
+    key = np.unique(kpos[keep] * x.size + ls[keep])
+    kpos, ls = key // x.size, key % x.size
+    order = np.lexsort((-sys.cost[ls], kpos))  # per k, costliest l first
+    kpos, ls = kpos[order], ls[order]
+    rank = np.arange(kpos.size) - np.searchsorted(kpos, kpos)
+    pk_a, pl_a = ks[kpos[rank < width]], ls[rank < width]
+    if pk_a.size == 0:
+        return None
+    # Activity after k+ and l- for every pair at once (dense: pairs x rows, both small here).
+    R = np.repeat(r[None, :], pk_a.size, axis=0)
+    for cols, sign in ((pk_a, 1.0), (pl_a, -1.0)):
+        owner, rows, vals = column_entries(sys.Mc, cols)
+        np.add.at(R, (owner, rows), sign * vals)
+    X = np.repeat(x[None, :], pk_a.size, axis=0)
+    pairs = np.arange(pk_a.size)
+    X[pairs, pk_a] += 1
+    X[pairs, pl_a] -= 1
+    bad = (R > sys.hi + sys.tol_hi) | (R < sys.lo - sys.tol_lo)
+    base = sys.cost[pk_a] - sys.cost[pl_a] - sys.cost[j]  # cost change of j-, k+, l- (before any m)
+    nbad = bad.sum(axis=1)
+    best_change, best = -_EPS, None
+    done = nbad == 0  # feasible without an m: a candidate move as it is
+    if done.any():
+        p = int(np.flatnonzero(done)[np.argmin(base[done])])
+        if base[p] < best_change:
+            best_change, best = float(base[p]), ((pk_a[p], 1.0), (pl_a[p], -1.0))
+    need = np.flatnonzero(~done)
+    if need.size:
+        first = np.argmax(bad[need], axis=1)  # m must repair every violated row, so it touches the first
+        owner_p, ms, _ = column_entries(sys.M, first)
+        pair = need[owner_p]
+        ok = (sys.integer[ms] & (X[pair, ms] + 1 <= sys.upper[ms] + _EPS) & (ms != pl_a[pair]) & (ms != j)
+              & (base[pair] + sys.cost[ms] < best_change))
+        pair, ms = pair[ok], ms[ok]
+        if ms.size:
+            owner, rows, vals = column_entries(sys.Mc, ms)
+            new = R[pair[owner], rows] + vals
+            ok_row = (new <= sys.hi[rows] + sys.tol_hi[rows]) & (new >= sys.lo[rows] - sys.tol_lo[rows])
+            broken = np.bincount(owner, weights=~ok_row, minlength=ms.size)
+            fixed = np.bincount(owner, weights=ok_row & bad[pair[owner], rows], minlength=ms.size)
+            good = np.flatnonzero((broken == 0) & (fixed == nbad[pair]))
+            if good.size:
+                g = int(good[np.argmin(base[pair[good]] + sys.cost[ms[good]])])
+                p = int(pair[g])
+                best = ((pk_a[p], 1.0), (pl_a[p], -1.0), (int(ms[g]), 1.0))
+    return None if best is None else tuple((int(c), s) for c, s in best)
 
 
 def greedy_singles(sys: RowSystem, x: np.ndarray, guide: np.ndarray | None = None) -> tuple[np.ndarray, int]:

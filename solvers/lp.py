@@ -57,6 +57,7 @@ class RawSolution:
     message: str = ""
     row_duals: np.ndarray | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)  # backend facts, e.g. branch-and-bound nodes
 
 
 # ---------------------------------------------------------------- verification
@@ -68,7 +69,7 @@ def finish(problem: Problem, raw: RawSolution, *, solver: str, relaxed: bool, to
     claim whose x fails becomes NUMERICAL (x kept for diagnosis), like scipy's ``_check_result``.
     """
     status, x, message = raw.status, raw.x, raw.message
-    details: dict[str, Any] = {"check_tol": tol}
+    details: dict[str, Any] = {**raw.details, "check_tol": tol}
     if status not in (Status.OPTIMAL, Status.FEASIBLE, Status.TIME_LIMIT):
         x = None
     if x is not None:
@@ -238,6 +239,7 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
         message += f"; zero-objective re-solve says {status.value}"
     info = h.getInfo()
     x = row_duals = bound = None
+    details = {} if relax else {"nodes": int(info.mip_node_count)}
     if info.primal_solution_status == 2:  # kSolutionStatusFeasible
         solution = h.getSolution()
         x = np.asarray(solution.col_value, dtype=np.float64)
@@ -250,7 +252,7 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
     if model_status.name == "kModelEmpty":
         x, bound = np.zeros(problem.n), problem.offset
     return RawSolution(status, x, bound, f"HiGHS {h.version()}", message, row_duals,
-                       {"build": t1 - t0, "solve": t2 - t1})
+                       {"build": t1 - t0, "solve": t2 - t1}, details)
 
 
 def _highs_feasibility(h: Any, n: int) -> Status:

@@ -101,11 +101,11 @@ class RepairReport:
 def column_entries(Mc: sp.csc_array | sp.csr_array, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Flattened nonzeros of the given columns of a CSC matrix (rows of a CSR one):
     (owner position in ``cols``, row index, value).  Index arithmetic only, no sparse slicing."""
-    starts, ends = Mc.indptr[cols], Mc.indptr[cols + 1]
-    lens = ends - starts
+    starts = Mc.indptr[cols]
+    lens = Mc.indptr[cols + 1] - starts
+    ends = np.cumsum(lens)
     owner = np.repeat(np.arange(cols.size), lens)
-    offs = np.arange(owner.size) - np.repeat(np.cumsum(lens) - lens, lens)
-    flat = np.repeat(starts, lens) + offs
+    flat = np.arange(ends[-1] if ends.size else 0) + (starts - ends + lens)[owner]
     return owner, Mc.indices[flat], Mc.data[flat]
 
 

@@ -143,6 +143,14 @@ def test_mixed_integer_with_continuous_variables():
         assert is_feasible(p, r.x)
 
 
+def test_highs_reports_its_branch_and_bound_nodes():
+    # Integral LP (a single covering row with unit costs): HiGHS needs no branching (0 nodes when
+    # presolve solves it, 1 when the root LP does).
+    easy = solve_exact(Problem(c=[1, 1], C=[[1, 1]], d=[1], upper=[1, 1]), backend="highs")
+    assert easy.status is Status.OPTIMAL and easy.details["nodes"] in (0, 1)
+    assert solve_lp(Problem(c=[1, 1], C=[[1, 1]], d=[1], upper=[1, 1])).details.get("nodes") is None
+
+
 def test_mps_and_lp_round_trip(tmp_path):
     problem, optimum, _ = assignment()
     named = Problem(c=problem.c, C=problem.C, d=problem.d, upper=problem.upper, groups=problem.groups,

@@ -180,3 +180,17 @@ def test_double_swap_exchanges_items_between_two_capacity_rows() -> None:
     assert x.tolist() == start.tolist()  # singles and swaps alone are stuck
     x, rep = improve(sys, start, double_swaps=True)
     assert x.tolist() == [1, 0, 0, 1] and rep.double_swaps == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_double_swap_search_keeps_feasibility_and_never_worsens(seed: int) -> None:
+    prob = random_mpc(seed)
+    start = solve_rounding(prob, seed=seed, trials=4, local_search=False)
+    if start.status is not Status.FEASIBLE:
+        return
+    sys = row_system(prob)
+    x, rep = improve(sys, start.x, double_swaps=True)
+    assert is_feasible(prob, x)
+    assert sys.cost @ x <= sys.cost @ start.x + 1e-9
+    assert rep.improvement == sys.cost @ start.x - sys.cost @ x
