@@ -430,11 +430,15 @@ def plot_simulation(results: Mapping[str, SimulationResult], out_dir: str | os.P
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    log = jct_axis_is_log(results)
     for label, r in results.items():
-        x = np.sort(np.array(list(r.jct.values())))
-        ax.step(np.concatenate([[0.0], x]), np.arange(len(x) + 1) / max(len(x), 1), where="post",
+        x = np.sort(np.array(list(r.jct.values()), dtype=float))
+        start = x[:1] if log else np.zeros(1)
+        ax.step(np.concatenate([start, x]), np.arange(len(x) + 1) / max(len(x), 1), where="post",
                 label=f"{label} (mean {r.average_jct:.4g} s)")
-    ax.set_xlabel("job completion time (s)")
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel("job completion time (s)" + (", log scale" if log else ""))
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
@@ -455,6 +459,13 @@ def plot_simulation(results: Mapping[str, SimulationResult], out_dir: str | os.P
     fig.suptitle("utilisation over time")
     paths.append(_save(fig, out / "utilisation.png", plt))
     return paths
+
+
+def jct_axis_is_log(results: Mapping[str, SimulationResult]) -> bool:
+    """Whether the JCT CDF needs a log axis: the JCTs (all positive) span more than 100x, as when
+    one policy starves jobs and a linear axis would squash every other curve against zero."""
+    every = np.array([v for r in results.values() for v in r.jct.values()], dtype=float)
+    return bool(every.size and every.min() > 0 and every.max() / every.min() > 100)
 
 
 def _save(fig: Any, path: Path, plt: Any) -> Path:

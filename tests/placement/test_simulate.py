@@ -12,7 +12,7 @@ from placement.generate import generate
 from placement.greedy import greedy
 from placement.online.greedy_policy import GreedyPolicy
 from placement.simulate import (RemoveMachine, RepairMachine, Restart, default_horizon, parse_event,
-                                plot_simulation, simulate)
+                                jct_axis_is_log, plot_simulation, simulate)
 
 from . import builders as B
 
@@ -158,3 +158,9 @@ def test_plots_are_written(tmp_path, inst, run):
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list((tmp_path / "plots").glob(".*"))  # no temp files left behind
+
+
+def test_jct_axis_turns_log_when_jcts_span_orders_of_magnitude(run) -> None:
+    assert not jct_axis_is_log({"greedy": run})  # a small instance: JCTs within 100x
+    starved = replace(run, jct={**run.jct, "late": 1000 * max(run.jct.values())})
+    assert jct_axis_is_log({"greedy": run, "starving": starved})
