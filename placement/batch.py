@@ -12,27 +12,23 @@ run rewrites the CSV sorted by instance and solver (temp file + rename).
 """
 from __future__ import annotations
 
-import csv
 import glob
-import hashlib
-import io
 import logging
 import math
-import multiprocessing
 import os
-import re
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from placement.batch_files import COLUMNS, STAGES, TIME_COLUMNS, BatchError, CsvWriter, Row, read_kept
 from placement.evaluate import validate
+from placement.executors import EXECUTORS, executor as make_executor
 from placement.fields import FileFormatError
 from placement.instance import Instance
 from placement.schedule import Schedule
@@ -40,23 +36,8 @@ from placement.solve import SOLVERS, solve
 
 logger = logging.getLogger(__name__)
 
-EXECUTORS = ("local", "dask")
-DASK_HINT = 'the dask executor needs dask.distributed: pip install "placement[dask]"'
-
-#: A solver's stage timings (Certificate.timings keys) -> the CSV column that holds them.
-STAGES = {"formulate": "time_formulate", "lp": "time_lp", "round": "time_round",
-          "decode_realise": "time_realise", "decode": "time_realise", "greedy": "time_greedy",
-          "solve": "time_exact"}
-TIME_COLUMNS = ("time_load", "time_formulate", "time_lp", "time_round", "time_realise", "time_greedy",
-                "time_exact", "time_other", "time_solve", "time_validate", "time_total")
-COLUMNS = ("instance", "name", "solver", "status", "objective", "lower_bound", "gap", "unfinished",
-           "valid", "seed", "trials", "time_limit", *TIME_COLUMNS, "schedule", "error")
-
-Row = dict[str, Any]
-
-
-class BatchError(ValueError):
-    """Arguments the batch cannot start with (no file matches, bad option, foreign CSV)."""
+__all__ = ["BatchError", "BatchSummary", "COLUMNS", "EXECUTORS", "Options", "TIME_COLUMNS", "expand",
+           "run_batch", "solve_instance"]
 
 
 @dataclass(frozen=True)
@@ -137,16 +118,16 @@ def run_batch(paths: Sequence[str], *, solver: str, out_csv: str | os.PathLike, 
     _check(options, executor, address, workers)
     files = expand(paths)
     out_csv = Path(out_csv)
-    kept = _resume(out_csv, retry_failed)
+    kept = read_kept(out_csv, retry_failed)
     done = {r["instance"]: r for r in kept if r["solver"] == solver}
     todo = [f for f in files if f not in done]
     skipped = [done[f] for f in files if f in done]
     logger.info("%d instances: %d to solve, %d already in %s", len(files), len(todo), len(skipped), out_csv)
     start = time.perf_counter()
-    writer = _Writer(out_csv, kept)
+    writer = CsvWriter(out_csv, kept)
     rows: list[Row] = []
     try:
-        with _executor(executor, address, workers) as (pool, slots), \
+        with make_executor(executor, address, workers) as (pool, slots), \
                 tqdm(total=len(todo), disable=not progress, unit="inst", desc=f"batch {solver}") as bar:
             for row in _run(pool, slots, todo, options, writer):
                 if row["error"]:
@@ -194,7 +175,7 @@ def _check(options: Options, executor: str, address: str | None, workers: int) -
         raise BatchError(f"workers must be a positive integer, got {workers!r}")
 
 
-def _run(pool: Executor, slots: int, todo: list[str], options: Options, writer: "_Writer") -> Iterator[Row]:
+def _run(pool: Executor, slots: int, todo: list[str], options: Options, writer: CsvWriter) -> Iterator[Row]:
     """Keep at most ``slots`` instances in flight (so a huge batch is never all in memory)
     and turn each result into a written, re-validated CSV row as it arrives."""
     pending: dict[Future, tuple[str, Instance, float]] = {}
@@ -233,7 +214,7 @@ def _submit(pool: Executor, path: str, instance: Instance, options: Options) -> 
         return future
 
 
-def _row(result: dict[str, Any], instance: Instance, options: Options, load: float, writer: "_Writer") -> Row:
+def _row(result: dict[str, Any], instance: Instance, options: Options, load: float, writer: CsvWriter) -> Row:
     """The CSV row of one result: write the schedule beside the CSV and validate the file
     as written, so ``valid`` vouches for what is on disk, not for an object in memory."""
     path = result["path"]
@@ -267,138 +248,3 @@ def _blank_row(path: str, name: str, options: Options, error: str, load: float) 
                trials=options.trials, time_limit=options.time_limit, time_load=load, time_total=load,
                schedule="", error=error)
     return row
-
-
-# ----- the CSV ---------------------------------------------------------------------------
-def _resume(out_csv: Path, retry_failed: bool) -> list[Row]:
-    """The rows of an earlier run worth keeping: complete ones (an interrupted write may
-    leave a partial last line), the last per (instance, solver), failed ones only if
-    ``retry_failed`` is off."""
-    if not out_csv.exists():
-        return []
-    with out_csv.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None:
-            return []
-        if tuple(reader.fieldnames) != COLUMNS:
-            raise BatchError(f"{out_csv} exists but is not a batch CSV (its columns differ); "
-                             "choose another --out")
-        rows = {(r["instance"], r["solver"]): r for r in reader if None not in r.values()}
-    return [r for r in rows.values() if not (retry_failed and r["error"])]
-
-
-def _format(value: Any, column: str = "") -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.4f}" if column in TIME_COLUMNS else repr(value)
-    return str(value)
-
-
-def _line(row: Row) -> str:
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([_format(row[c], c) for c in COLUMNS])
-    return buf.getvalue()
-
-
-class _Writer:
-    """Owns the CSV and the schedule file names of one run."""
-
-    def __init__(self, out_csv: Path, kept: list[Row]):
-        self.out_csv = out_csv
-        self.rows = list(kept)
-        self.schedules = out_csv.parent / "schedules"
-        # schedule file -> the instance it belongs to, so two instances never share one
-        self.claimed = {r["schedule"]: r["instance"] for r in kept if r["schedule"]}
-        out_csv.parent.mkdir(parents=True, exist_ok=True)
-        self._rewrite()
-        self.file = out_csv.open("a", newline="", encoding="utf-8")
-
-    def add(self, row: Row) -> Row:
-        self.file.write(_line(row))
-        self.file.flush()
-        self.rows.append({c: _format(row[c], c) for c in COLUMNS})
-        return row
-
-    def schedule_path(self, path: str, name: str, solver: str) -> Path:
-        """``schedules/<name>.<solver>.json``; a name another instance already holds gets
-        a short hash of the instance path."""
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-        target = self.schedules / f"{stem}.{solver}.json"
-        key = os.path.relpath(target, self.out_csv.parent)
-        if self.claimed.setdefault(key, path) != path:
-            target = self.schedules / f"{stem}-{hashlib.sha1(path.encode()).hexdigest()[:8]}.{solver}.json"
-        self.schedules.mkdir(parents=True, exist_ok=True)
-        return target
-
-    def close(self) -> None:
-        self.file.close()
-
-    def sort(self) -> None:
-        """Rewrite sorted by (instance, solver): the same batch gives the same file whatever
-        the order in which workers finished."""
-        self.rows.sort(key=lambda r: (r["instance"], r["solver"]))
-        self._rewrite()
-
-    def _rewrite(self) -> None:
-        tmp = self.out_csv.with_name(f".{self.out_csv.name}.tmp")
-        tmp.write_text(_line(dict(zip(COLUMNS, COLUMNS))) + "".join(_line(r) for r in self.rows),
-                       encoding="utf-8")
-        os.replace(tmp, self.out_csv)
-
-
-# ----- executors -------------------------------------------------------------------------
-class _InProcess(Executor):
-    """workers=1: run each task at submission, in this process (no pickling, easy to debug)."""
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
-        future: Future = Future()
-        future.set_result(fn(*args, **kwargs))
-        return future
-
-
-@contextmanager
-def _executor(kind: str, address: str | None, workers: int) -> Iterator[tuple[Executor, int]]:
-    """The executor and how many tasks to keep in flight (two per worker, so none idles)."""
-    if kind == "dask":
-        with _dask(address, workers) as pair:
-            yield pair
-    elif workers == 1:
-        yield _InProcess(), 1
-    else:
-        # spawn, not fork: a forked child would inherit the parent's HiGHS thread pool state
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        try:
-            yield pool, 2 * workers
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-@contextmanager
-def _dask(address: str | None, workers: int) -> Iterator[tuple[Executor, int]]:
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise BatchError(DASK_HINT) from None
-    cluster = None
-    try:
-        if address is None:
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
-            client = Client(cluster)
-        else:
-            client = Client(address, timeout=10)
-    except OSError as exc:
-        if cluster is not None:
-            cluster.close()
-        raise BatchError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    try:
-        threads = sum(client.nthreads().values())
-        logger.info("dask: %s, %d worker threads", client.scheduler.address, threads)
-        yield client.get_executor(pure=False), max(2, 2 * threads)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
