@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from placement.instance import TOL, Instance
+from placement.instance import TOL, Instance, Job
 from placement.schedule import Schedule
 
 __all__ = ["JobOutcome", "Report", "Violation", "evaluate", "score", "validate"]
@@ -92,6 +92,21 @@ def validate(instance: Instance, schedule: Schedule) -> list[Violation]:
 def score(instance: Instance, schedule: Schedule) -> Report:
     """The MODEL.md score of the schedule's allocations (rule-0 entries left out)."""
     return _Evaluation(instance, schedule).report()
+
+
+def isolated_jct(instance: Instance, job: Job) -> float:
+    """The JCT the job would have alone on the cluster: max_workers from its arrival slot at
+    the fastest per-batch time any placement gives (local on the machine with the largest
+    local_gbps, or spread at worker_gbps), paying its restart once. Every valid schedule
+    that completes the job gives it at least this, so the mean over jobs bounds the average
+    JCT of any policy that finishes them all (no contention: a floor, not a target)."""
+    dt = instance.slot_seconds
+    theta = job.batch_time(max(instance.best_local_gbps, job.worker_gbps))
+    need = job.work_batches * (1 - 1e-9) * theta / job.max_workers  # seconds of running at full size
+    first = max(0.0, dt - job.restart_seconds)  # the first slot reconfigures
+    if need <= first:
+        return dt
+    return dt * (1 + int(np.ceil((need - first) / dt - 1e-12)))
 
 
 def evaluate(instance: Instance, schedule: Schedule) -> tuple[list[Violation], Report]:
