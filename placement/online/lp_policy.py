@@ -56,11 +56,13 @@ import logging
 import math
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from placement.aggregate import formulate_aggregated
+from placement.instance import Instance, Job
 from placement.online.policy import TaskDict, View
 from placement.packing import Residual
 from placement.realise import decide_slot
@@ -71,7 +73,8 @@ from solvers.rounding import plan_rounding, round_most_likely
 logger = logging.getLogger(__name__)
 
 
-def leftover(instance, jobs, remaining, machines=None) -> tuple[np.ndarray, np.ndarray]:
+def leftover(instance: Instance, jobs: Sequence[Job], remaining: Sequence[float],
+             machines: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per job: ``own``, the seconds its ``remaining`` batches take at full local speed with
     max_workers workers (MODEL.md's unfinished charge), and ``load``, the seconds of the
     whole cluster (or of ``machines``) that this work occupies: ``own`` times the share of
@@ -193,7 +196,7 @@ class LPRoundingPolicy:
         for slot in range(view.t + 1, end):
             tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True))
         cost = 0.0
-        left: list = []
+        left: list[Job] = []
         for job_id, state in view.jobs.items():
             job = state.job
             if job_id in tracker.completed:
