@@ -163,10 +163,11 @@ def _swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray) -> int:
 def _double_swaps(sys: RowSystem, x: np.ndarray, r: np.ndarray, deadline: float, width: int = 4) -> int:
     """Improving pairs of swaps (j->k, l->m) where j->k alone overloads only upper sides.
 
-    For a support column j (the ``_MAX_OUTS // 4`` costliest), k must restore every lower side j's
-    removal broke (the ``width`` cheapest such k are tried); the rows k overloads name the support
-    columns l that can relieve them (the ``width`` costliest per k).  Every (k, l) pair of one j is
-    then completed at once (:func:`_best_completions`) and the most improving (k, l, m) is applied.
+    For a support column j (the ``_MAX_OUTS // 4`` costliest), k must be cheaper than j and restore
+    every lower side j's removal broke (the ``width`` cheapest such k are tried); the rows k overloads
+    name the support columns l that can relieve them (the ``width`` costliest per k).  Every (k, l)
+    pair of one j is then completed at once (:func:`_best_double`) and the most improving (k, l, m)
+    or (k, l) is applied.
     """
     made = 0
     if not np.isfinite(sys.hi).any():  # k must overload an upper side, and there is none (e.g. set cover)
@@ -199,15 +200,18 @@ def _best_double(sys: RowSystem, x: np.ndarray, r: np.ndarray, j: int, width: in
     as ((column, step), ...), or None when no completion lowers the cost.
 
     m must bring every row the pair leaves violated back within bounds without breaking another,
-    so its candidates are the columns of the first such row (as in :func:`_feasible_adds`)."""
+    so its candidates are the columns of the first such row (as in :func:`_feasible_adds`); after
+    a pair that leaves no row violated, every profitable add is a candidate."""
     lo_bad = r < sys.lo - sys.tol_lo
     lost = float(np.sum((sys.lo - r - sys.tol_lo)[lo_bad] / sys.norm[lo_bad]))  # as evaluate_moves counts it
     if lo_bad.any():  # k must restore every broken lower side, so it is a column of the first
         cand = sys.M.indices[sys.M.indptr[np.argmax(lo_bad)]:sys.M.indptr[np.argmax(lo_bad) + 1]]
     else:
         cand = np.arange(x.size)
-    # Only an improving first half (k cheaper than j): an exchange improving overall improves in one of
-    # its halves, and is found from that half's j.
+    # A restriction of the neighbourhood, for speed: only an improving first half (k cheaper than j).
+    # An exchange of two units between two capacity rows (GAP) that improves overall improves in one
+    # half and is found from that half's j; composite moves whose halves both fail to improve alone
+    # are not searched (on OR-Library GAP this costs 0.09 points of mean gap and saves 40% of the time).
     cand = cand[sys.integer[cand] & (x[cand] + 1 <= sys.upper[cand] + _EPS) & (cand != j)
                 & (sys.cost[cand] < sys.cost[j] - _EPS)]
     if cand.size == 0:
@@ -252,11 +256,21 @@ def _best_double(sys: RowSystem, x: np.ndarray, r: np.ndarray, j: int, width: in
         p = int(np.flatnonzero(done)[np.argmin(base[done])])
         if base[p] < best_change:
             best_change, best = float(base[p]), ((pk_a[p], 1.0), (pl_a[p], -1.0))
+    # m: for a pair that leaves rows violated, a column of the first of them (it must repair them
+    # all); for a feasible pair, any profitable add (only those can lower the cost further).
+    pairs_m, ms_m = [], []
     need = np.flatnonzero(~done)
     if need.size:
-        first = np.argmax(bad[need], axis=1)  # m must repair every violated row, so it touches the first
+        first = np.argmax(bad[need], axis=1)
         owner_p, ms, _ = column_entries(sys.M, first)
-        pair = need[owner_p]
+        pairs_m.append(need[owner_p])
+        ms_m.append(ms)
+    profitable = np.flatnonzero(sys.integer & (sys.cost < -_EPS))
+    if done.any() and profitable.size:
+        pairs_m.append(np.repeat(np.flatnonzero(done), profitable.size))
+        ms_m.append(np.tile(profitable, int(done.sum())))
+    if pairs_m:
+        pair, ms = np.concatenate(pairs_m), np.concatenate(ms_m)
         ok = (sys.integer[ms] & (X[pair, ms] + 1 <= sys.upper[ms] + _EPS) & (ms != pl_a[pair]) & (ms != j)
               & (base[pair] + sys.cost[ms] < best_change))
         pair, ms = pair[ok], ms[ok]

@@ -48,7 +48,9 @@ remaining time, the summed load of the jobs ahead of it (``queue_delay``). Summe
 the jobs this is, per job, its load times the weight of the jobs behind it
 (``queue_extra``), which is linear in its leftover, so step 3 puts it on the LP's q[j]
 with the order fixed by the remaining work at slot t (each partition against its own
-machines). It is an estimate, not a bound: the LP value is no longer one.
+machines) and every job behind counted (the LP cannot know which will finish inside the
+window; step 6 counts only those its play-out leaves). It is an estimate, not a bound:
+the LP value is no longer one.
 """
 from __future__ import annotations
 

@@ -33,3 +33,15 @@ def test_a_job_alone_on_its_best_machine_meets_the_floor(restart: float) -> None
     # restart 0: 22.5 s -> 3 slots; 4: 6 + 10 + 10 >= 22.5 -> 3 slots; 10: first slot does nothing -> 4 slots.
     assert floor == {0.0: 30.0, 4.0: 30.0, 10.0: 40.0}[restart]
     assert score(inst, greedy(inst)).jobs[0].jct == floor
+
+
+def test_floor_holds_when_a_long_job_ends_within_round_off_of_a_slot_boundary() -> None:
+    # Found by review: 193 slots of summed progress drift ~1e-11 slots from the exact value; the floor
+    # must not round the other way (the schedule completes in slot 192: JCT 1930 s).
+    U, dt, restart, theta, slots = 10, 10.0, 7.001846473562871, 1.003178602992344, 193
+    job = B.job(batch_seconds=theta, gradient_mb=0.0, work_batches=19169.05075241244, max_workers=U,
+                restart_seconds=restart)
+    inst = B.instance(B.single(B.machine("m0", gpu=16, cpu=16)), job, T=slots + 2, delta=dt)
+    report = score(inst, B.every(range(slots), [("j", "m0", U, U)]))
+    assert report.jobs[0].finished
+    assert isolated_jct(inst, inst.jobs[0]) <= report.jobs[0].jct

@@ -194,3 +194,15 @@ def test_double_swap_search_keeps_feasibility_and_never_worsens(seed: int) -> No
     assert is_feasible(prob, x)
     assert sys.cost @ x <= sys.cost @ start.x + 1e-9
     assert rep.improvement == sys.cost @ start.x - sys.cost @ x
+
+
+def test_double_swap_completes_a_feasible_pair_with_a_profitable_add() -> None:
+    # Found by review: (x4-, x2+, x10-) is feasible but loses 5; adding x5 then gains 6. Singles and
+    # swaps are stuck at 76; the double-swap search must find the composite move (objective 77).
+    prob = random_mpc(225)
+    assert prob.sense == "max"
+    start = np.array([0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 3.0, 2.0, 1.0, 3.0, 2.0])
+    sys = row_system(prob)
+    assert is_feasible(prob, start) and improve(sys, start)[1].improvement == 0
+    x, rep = improve(sys, start, double_swaps=True)
+    assert is_feasible(prob, x) and rep.double_swaps >= 1 and prob.objective(x) >= 77
