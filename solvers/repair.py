@@ -110,8 +110,11 @@ def column_entries(Mc: sp.csc_array | sp.csr_array, cols: np.ndarray) -> tuple[n
 
 
 def _effects(sys: RowSystem, r: np.ndarray, owner: np.ndarray, rows: np.ndarray, change: np.ndarray,
-             count: int, price: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    old = r[rows]
+             count: int, price: np.ndarray | None = None, old: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per move (``owner``), the change of normalised upper and lower violation (and the priced one)
+    when its entries ``change`` row ``rows`` from activity ``old`` (default ``r[rows]``)."""
+    old = r[rows] if old is None else old
     new = old + change
     hi, lo, nrm = sys.hi[rows], sys.lo[rows], sys.norm[rows]
     d_hi = (np.maximum(new - hi - sys.tol_hi[rows], 0) - np.maximum(old - hi - sys.tol_hi[rows], 0)) / nrm
@@ -324,31 +327,9 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
                 col = D[:, [k]]
                 best = (float(delta[k]), tuple((int(j), float(v)) for j, v in zip(col.indices, col.data)))
         if best[0] >= 0:  # no improving single move: try pairs whose first move helps a violated row
-            firsts = (cols, steps) if cols.size else (np.zeros(0, dtype=np.int64), np.zeros(0))
-            keep = sys.integer[firsts[0]]
-            first_taboo = np.where(tabu[firsts[0], (firsts[1] > 0).astype(int)] < step, 0.0, taboo)[keep]
-            near_bad = np.unique(column_entries(sys.M, bad)[1])
-            for j, sj, pen in zip(firsts[0][keep], np.sign(firsts[1][keep]), first_taboo):
-                lo, hi = sys.Mc.indptr[j], sys.Mc.indptr[j + 1]
-                rows_j = sys.Mc.indices[lo:hi]
-                r1 = st.r.copy()
-                r1[rows_j] += sj * sys.Mc.data[lo:hi]
-                x1 = st.x.copy()
-                x1[j] += sj
-                v1 = _violation(sys, r1)
-                # A second move on a column touching neither a violated row nor j's rows cannot lower
-                # the violation, so only those columns are candidates.
-                ks = np.union1d(near_bad, column_entries(sys.M, rows_j)[1])
-                ks = ks[sys.integer[ks] & (ks != j)]
-                for sk in (-1.0, 1.0):
-                    d_hi, d_lo, _ = evaluate_moves(sys, r1, ks, np.full(ks.size, sk))
-                    fits = (x1[ks] + sk >= 0) & (x1[ks] + sk <= sys.upper[ks] + 1e-12)
-                    allowed = (tabu[ks, int(sk > 0)] < step) | (v1 + d_hi + d_lo < best_v - 1e-12)
-                    delta = np.where(fits, sj * sys.cost[j] + sk * sys.cost[ks] + lam * (v1 - v_now + d_hi + d_lo)
-                                     + pen + np.where(allowed, 0.0, taboo), np.inf)
-                    k = int(np.argmin(delta)) if ks.size else 0
-                    if ks.size and delta[k] < best[0]:
-                        best = (float(delta[k]), ((int(j), float(sj)), (int(ks[k]), sk)))
+            pair = _best_pair(st, cols, steps, bad, tabu, step, lam, taboo, best_v)
+            if pair is not None and pair[0] < best[0]:
+                best = pair
         if not best[1]:  # nothing moves at all (every column at a bound it would have to leave)
             break
         for j, s in best[1]:
@@ -365,6 +346,63 @@ def _tabu_search(st: _State, budget: int, max_stall: int) -> None:
     if _violation(sys, st.r) > best_v:
         st.x[:] = best_x
         st.r = sys.M @ st.x
+
+
+_PAIR_BLOCK = 2_000_000  # dense (first moves x rows) entries evaluated at once in the pair search
+
+
+def _best_pair(st: _State, cols: np.ndarray, steps: np.ndarray, bad: np.ndarray, tabu: np.ndarray, step: int,
+               lam: float, taboo: float, best_v: float) -> tuple[float, tuple[tuple[int, float], ...]] | None:
+    """The tabu search's best pair of +-1 moves: a first one from ``cols`` (integer columns of violated
+    rows, moved by the sign of ``steps``), a second on a column touching a violated row or a row of the
+    first.  Every pair is scored at once (in blocks of first moves): cost change + lam * violation
+    change + tabu penalties, as for single moves; ties go to the earliest (first, direction, column)."""
+    sys = st.sys
+    keep = sys.integer[cols]
+    js, sjs = cols[keep], np.sign(steps[keep])
+    if js.size == 0:
+        return None
+    pens = np.where(tabu[js, (sjs > 0).astype(int)] < step, 0.0, taboo)
+    near_bad = np.unique(column_entries(sys.M, bad)[1])
+    v_now = _violation(sys, st.r)
+    n, m = sys.cost.size, sys.hi.size
+    best: tuple[float, tuple[tuple[int, float], ...]] | None = None
+    block = max(1, _PAIR_BLOCK // max(m, 1))
+    for start in range(0, js.size, block):
+        j, sj, pen = js[start:start + block], sjs[start:start + block], pens[start:start + block]
+        f_count = j.size
+        # Activity and violation after each first move.
+        owner, rows, vals = column_entries(sys.Mc, j)
+        R1 = np.repeat(st.r[None, :], f_count, axis=0)
+        R1[owner, rows] += sj[owner] * vals
+        v1 = (np.maximum(R1 - sys.hi - sys.tol_hi, 0) + np.maximum(sys.lo - R1 - sys.tol_lo, 0)) @ (1.0 / sys.norm)
+        # Second-move columns per first: near a violated row or sharing a row with it (sorted, as union1d).
+        row_first, ks, _ = column_entries(sys.M, rows)
+        f_of = np.concatenate((owner[row_first], np.repeat(np.arange(f_count), near_bad.size)))
+        k_of = np.concatenate((ks, np.tile(near_bad, f_count)))
+        key = np.unique(f_of * n + k_of)
+        f_of, k_of = key // n, key % n
+        ok = sys.integer[k_of] & (k_of != j[f_of])
+        f_of, k_of = f_of[ok], k_of[ok]
+        # Both directions of the second move, ordered (first, direction, column) as the scan was.
+        sk = np.repeat([-1.0, 1.0], f_of.size)
+        order = np.argsort(np.concatenate((2 * f_of, 2 * f_of + 1)), kind="stable")  # k is sorted per first
+        f_of, k_of, sk = np.concatenate((f_of, f_of))[order], np.concatenate((k_of, k_of))[order], sk[order]
+        if f_of.size == 0:
+            continue
+        owner2, rows2, vals2 = column_entries(sys.Mc, k_of)
+        d_hi, d_lo, _ = _effects(sys, st.r, owner2, rows2, sk[owner2] * vals2, k_of.size,
+                                 old=R1[f_of[owner2], rows2])
+        fits = (st.x[k_of] + sk >= 0) & (st.x[k_of] + sk <= sys.upper[k_of] + 1e-12)
+        allowed = (tabu[k_of, (sk > 0).astype(int)] < step) | (v1[f_of] + d_hi + d_lo < best_v - 1e-12)
+        delta = np.where(fits, sj[f_of] * sys.cost[j[f_of]] + sk * sys.cost[k_of]
+                         + lam * (v1[f_of] - v_now + d_hi + d_lo) + pen[f_of] + np.where(allowed, 0.0, taboo),
+                         np.inf)
+        q = int(np.argmin(delta))
+        if best is None or delta[q] < best[0]:
+            best = (float(delta[q]), ((int(j[f_of[q]]), float(sj[f_of[q]])), (int(k_of[q]), float(sk[q]))))
+    return best
+
 
 
 def repair(problem: Problem, x: np.ndarray, *, system: RowSystem | None = None,

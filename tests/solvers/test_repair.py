@@ -206,3 +206,19 @@ def test_double_swap_completes_a_feasible_pair_with_a_profitable_add() -> None:
     assert is_feasible(prob, start) and improve(sys, start)[1].improvement == 0
     x, rep = improve(sys, start, double_swaps=True)
     assert is_feasible(prob, x) and rep.double_swaps >= 1 and prob.objective(x) >= 77
+
+
+def test_pair_search_gives_the_same_repair_whatever_its_block_size(monkeypatch) -> None:
+    # The tabu search scores pairs of moves in blocks of first moves; blocks of one first move must
+    # give exactly what one block of all of them gives (same best pair, same tie-breaking).
+    import solvers.repair as repair_module
+    cases = []
+    for seed in range(60):
+        prob = random_mpc(seed, general=seed % 2 == 0)
+        x = np.random.default_rng(seed).integers(0, 3, prob.n).astype(float)
+        cases.append((prob, x, repair(prob, x)))
+    monkeypatch.setattr(repair_module, "_PAIR_BLOCK", 1)
+    for prob, x, (x_big, rep_big) in cases:
+        x_small, rep_small = repair(prob, x)
+        assert x_small.tolist() == x_big.tolist() and rep_small == rep_big
+    assert any("tabu search used" in rep.notes for _, _, (_, rep) in cases)  # the pair search did run
