@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
 from placement.evaluate import isolated_jct
 from placement.generate import parse_cluster
 from placement.instance import Job
@@ -81,14 +82,7 @@ logger = logging.getLogger("online_bench")
 
 # ----- machine and code -------------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     try:
         nproc = len(os.sched_getaffinity(0))
     except AttributeError:

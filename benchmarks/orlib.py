@@ -26,6 +26,7 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -33,6 +34,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
 from solvers.check import is_feasible
 from solvers.exact import solve_exact
 from solvers.orlib import FAMILIES, Instance, load_instances
@@ -87,21 +89,15 @@ class Row:
 
 
 def _machine() -> str:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import scipy
+
+    model = cpu_model()
 
     return (f"`nproc` = {os.cpu_count()}, CPU: {model}, Python {platform.python_version()}, "
             f"NumPy {np.__version__}, SciPy {scipy.__version__}, highspy {metadata.version('highspy')}")
 
 
-def _timed(call) -> tuple[object, float]:
+def _timed(call: Callable[[], object]) -> tuple[object, float]:
     t0 = time.perf_counter()
     out = call()
     return out, time.perf_counter() - t0

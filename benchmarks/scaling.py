@@ -126,10 +126,10 @@ def gap(objective: float, bound: float | None) -> str:
 
 
 def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
+    from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
     from placement.online.lp_policy import LPRoundingPolicy
 
-    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), platform.machine())
+    cpu = cpu_model()
     out = ["# Per-slot decisions at scale", "",
            f"Command: `python benchmarks/scaling.py {' '.join(sys.argv[1:])}`".rstrip(),
            f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; run took "

@@ -54,8 +54,9 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def report(rows: dict[str, list[dict]], args: argparse.Namespace, wall: float) -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                if l.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else platform.machine()
+    from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
+
+    cpu = cpu_model()
     out = ["# Rounding vs exact ILP vs greedy", "",
            f"Command: `python benchmarks/vs_ilp.py {' '.join(sys.argv[1:])}`".replace("  ", " "),
            f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; "

@@ -243,10 +243,6 @@ def _best_double(sys: RowSystem, x: np.ndarray, r: np.ndarray, j: int, width: in
     for cols, sign in ((pk_a, 1.0), (pl_a, -1.0)):
         owner, rows, vals = column_entries(sys.Mc, cols)
         np.add.at(R, (owner, rows), sign * vals)
-    X = np.repeat(x[None, :], pk_a.size, axis=0)
-    pairs = np.arange(pk_a.size)
-    X[pairs, pk_a] += 1
-    X[pairs, pl_a] -= 1
     bad = (R > sys.hi + sys.tol_hi) | (R < sys.lo - sys.tol_lo)
     base = sys.cost[pk_a] - sys.cost[pl_a] - sys.cost[j]  # cost change of j-, k+, l- (before any m)
     nbad = bad.sum(axis=1)
@@ -271,7 +267,8 @@ def _best_double(sys: RowSystem, x: np.ndarray, r: np.ndarray, j: int, width: in
         ms_m.append(np.tile(profitable, int(done.sum())))
     if pairs_m:
         pair, ms = np.concatenate(pairs_m), np.concatenate(ms_m)
-        ok = (sys.integer[ms] & (X[pair, ms] + 1 <= sys.upper[ms] + _EPS) & (ms != pl_a[pair]) & (ms != j)
+        x_m = x[ms] + (ms == pk_a[pair]) - (ms == pl_a[pair])  # m's value after the pair's k+ and l-
+        ok = (sys.integer[ms] & (x_m + 1 <= sys.upper[ms] + _EPS) & (ms != pl_a[pair]) & (ms != j)
               & (base[pair] + sys.cost[ms] < best_change))
         pair, ms = pair[ok], ms[ok]
         if ms.size:

@@ -12,12 +12,15 @@ Defaults are chosen so that a test only states what it is about:
 """
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 from placement.evaluate import Violation
 from placement.instance import Instance, Job
+from placement.online.scheduler import OnlineScheduler
+from placement.progress import ProgressTracker
 from placement.schedule import Allocation, Schedule, Slot
 from placement.topology import Link, Machine, Switch, Topology
 
@@ -115,3 +118,32 @@ def one(violations: list[Violation], rule: int, slot: int | None) -> Violation:
     assert len(hits) == 1, f"expected one rule-{rule} violation in slot {slot}, got " + \
         "; ".join(map(str, violations))
     return hits[0]
+
+
+def drive(inst: Instance, make_policy: Callable, *, mode: str = "reoptimise", restart_at: int | None = None,
+          slots: int | None = None, **scheduler_options) -> tuple[list[dict], int]:
+    """Run an OnlineScheduler like a cluster manager: submit on arrival, report the model's
+    progress, finish completed jobs; restart it from its JSON state before slot ``restart_at``
+    (checking the state round-trips). Returns the allocations of every slot and the number of
+    decisions the scheduler dropped."""
+    sched = OnlineScheduler(inst.topology, resources=inst.resources, policy=make_policy(),
+                            slot_seconds=inst.slot_seconds, mode=mode, **scheduler_options)
+    tracker = ProgressTracker(inst)
+    out, dropped = [], 0
+    for t in range(slots or inst.horizon):
+        if t == restart_at:
+            state = json.loads(json.dumps(sched.state()))
+            sched = OnlineScheduler.from_state(state, make_policy())
+            assert sched.state() == state
+        for job in inst.jobs:
+            if job.arrival == t:
+                sched.submit(job)
+        placed = sched.step(t)
+        dropped += len(sched.dropped)
+        out.append(placed)
+        tracker.advance(t, placed)
+        for j in placed:
+            sched.report(j, tracker.done[j])
+            if j in tracker.completed:
+                sched.finish(j)
+    return out, dropped

@@ -2,7 +2,6 @@
 by hand in the comments), and every decision valid under MODEL.md on random runs."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from placement.evaluate import evaluate, validate
 from placement.instance import Instance, Job
 from placement.online.baselines import BASELINES, DRF, FIFO, OASiS, Optimus, Tetris, Tiresias
 from placement.online.policy import CommittingPolicy, JobState, Policy, View
-from placement.online.scheduler import OnlineScheduler
 from placement.packing import Residual
 from placement.progress import ProgressTracker, slot_batches
 from placement.schedule import Allocation, Schedule, Slot
@@ -374,30 +372,6 @@ def test_nothing_moves_when_nothing_changes(name):
 
 
 # ----- through the online scheduler ----------------------------------------------------------
-def drive(inst: Instance, make, *, mode: str = "reoptimise", restart_at: int | None = None
-          ) -> tuple[list[dict], int]:
-    """Run an OnlineScheduler like a cluster manager (restarting it from its JSON state
-    before slot ``restart_at``); the allocations of every slot and the decisions dropped."""
-    sched = OnlineScheduler(inst.topology, resources=inst.resources, policy=make(),
-                            slot_seconds=inst.slot_seconds, mode=mode, lookahead=4)
-    tracker = ProgressTracker(inst)
-    out, dropped = [], 0
-    for t in range(inst.horizon):
-        if t == restart_at:
-            state = json.loads(json.dumps(sched.state()))
-            sched = OnlineScheduler.from_state(state, make())
-        for job in inst.jobs:
-            if job.arrival == t:
-                sched.submit(job)
-        placed = sched.step(t)
-        dropped += len(sched.dropped)
-        out.append(placed)
-        tracker.advance(t, placed)
-        for j in placed:
-            sched.report(j, tracker.done[j])
-            if j in tracker.completed:
-                sched.finish(j)
-    return out, dropped
 
 
 def as_schedule(slots: list[dict]) -> Schedule:
@@ -408,7 +382,7 @@ def as_schedule(slots: list[dict]) -> Schedule:
                          + [("oasis", "commit")])
 def test_the_scheduler_accepts_every_decision_and_a_checkpoint_changes_nothing(name, mode):
     inst = draw_instance(7, n=8, horizon=10)
-    plain, dropped = drive(inst, BASELINES[name], mode=mode)
+    plain, dropped = B.drive(inst, BASELINES[name], mode=mode, lookahead=4)
     assert dropped == 0 and sum(map(len, plain)) > 0
     assert validate(inst, as_schedule(plain)) == []
-    assert drive(inst, BASELINES[name], mode=mode, restart_at=4) == (plain, 0)
+    assert B.drive(inst, BASELINES[name], mode=mode, lookahead=4, restart_at=4) == (plain, 0)

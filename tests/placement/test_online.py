@@ -2,7 +2,6 @@
 bad calls, checkpoints and commit mode."""
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import numpy as np
@@ -274,38 +273,14 @@ def test_constructor_arguments_are_checked():
 
 
 # ----- checkpoints ---------------------------------------------------------------------------
-def _drive(inst, policy_factory, *, restart_at=None, mode="reoptimise", slots=None):
-    """Run a scheduler like a cluster manager would; optionally restart it from its JSON
-    state before ``restart_at``. Returns the allocations of every slot."""
-    from placement.progress import ProgressTracker
-    s = OnlineScheduler(inst.topology, resources=inst.resources, policy=policy_factory(),
-                        slot_seconds=inst.slot_seconds, mode=mode)
-    tracker = ProgressTracker(inst)
-    out = []
-    for t in range(slots or inst.horizon):
-        if t == restart_at:
-            state = json.loads(json.dumps(s.state()))
-            s = OnlineScheduler.from_state(state, policy_factory())
-            assert s.state() == state
-        for j in inst.jobs:
-            if j.arrival == t:
-                s.submit(j)
-        placed = s.step(t)
-        out.append(placed)
-        tracker.advance(t, placed)
-        for j in placed:
-            s.report(j, tracker.done[j])
-            if j in tracker.completed:
-                s.finish(j)
-    return out
 
 
 def test_a_checkpoint_resumes_with_exactly_the_same_decisions():
     inst = generate(jobs=16, cluster="racks:2x4", seed=5)
-    plain = _drive(inst, GreedyPolicy)
+    plain = B.drive(inst, GreedyPolicy)[0]
     assert sum(map(len, plain)) > 0
     for k in (1, inst.horizon // 2):
-        assert _drive(inst, GreedyPolicy, restart_at=k) == plain
+        assert B.drive(inst, GreedyPolicy, restart_at=k)[0] == plain
 
 
 def test_the_view_holds_the_active_jobs_as_a_checked_instance_would():
@@ -414,5 +389,5 @@ def test_an_empty_commitment_is_a_rejection_that_is_not_retried():
 def test_commit_state_round_trips():
     a = B.job("a", work_batches=300, max_workers=6)
     inst = B.instance(B.single(), a, replace(a, id="b", arrival=1), T=20)
-    plain = _drive(inst, Reserve, mode="commit")
-    assert _drive(inst, Reserve, mode="commit", restart_at=3) == plain
+    plain = B.drive(inst, Reserve, mode="commit")[0]
+    assert B.drive(inst, Reserve, mode="commit", restart_at=3)[0] == plain
