@@ -55,42 +55,56 @@ def test_every_baseline_is_a_policy_with_its_name():
 
 
 # ----- FIFO ----------------------------------------------------------------------------------
-def test_fifo_serves_by_arrival_then_id_and_gives_the_most_that_fit():
-    # 8 GPUs: b (arrival 0) takes its max 6, a (arrival 1) gets the 2 left (>= min 1);
-    # c arrives with a but sorts after it by id, and nothing is left for it.
+def test_fifo_runs_each_job_as_one_gang_and_a_gang_that_does_not_fit_blocks_the_queue():
+    # 8 GPUs: b (arrival 0) takes its gang of 6; a (arrival 1) asks for 8, only 2 are left:
+    # it waits (FIFO does not shrink it to 2) and, strict, blocks c (arrival 1, after a by
+    # id) whose gang of 2 would fit. With backfilling c takes the 2 GPUs.
     a = B.job("a", arrival=1, max_workers=8)
     b = B.job("b", arrival=0, max_workers=6)
-    c = B.job("c", arrival=1, max_workers=8)
-    d = FIFO().decide(view(gpus(8), c, a, b, t=1))
-    assert counts(d) == {"b": 6, "a": 2}
+    c = B.job("c", arrival=1, max_workers=2)
+    v = view(gpus(8), c, a, b, t=1)
+    assert FIFO().decide(v) == {"b": {"m0": (6, 6)}}
+    assert FIFO(backfill=True).decide(v) == {"b": {"m0": (6, 6)}, "c": {"m0": (2, 2)}}
+    # 5 GPUs: big takes 4; small (1..2 workers) does not run on the one GPU left
+    big = B.job("big", arrival=0, max_workers=4)
+    small = B.job("small", arrival=1, max_workers=2)
+    assert counts(FIFO().decide(view(gpus(5), big, small, t=1))) == {"big": 4}
+    # a gang larger than the cluster is capped at what the empty cluster holds
+    assert counts(FIFO().decide(view(gpus(4), B.job("huge", max_workers=6)))) == {"huge": 4}
 
 
-def test_fifo_strict_blocks_the_queue_and_backfill_does_not():
-    # a takes 6 of 8 GPUs; b needs 4 (min 4): strict FIFO stops there, c (1..2) waits;
-    # with backfilling c takes the 2 GPUs left.
-    a = B.job("a", arrival=0, min_workers=6, max_workers=6)
-    b = B.job("b", arrival=1, min_workers=4, max_workers=4)
-    c = B.job("c", arrival=2, max_workers=2)
-    v = view(gpus(8), a, b, c, t=2)
-    assert counts(FIFO().decide(v)) == {"a": 6}
-    assert counts(FIFO(backfill=True).decide(v)) == {"a": 6, "c": 2}
-
-
-def test_fifo_keeps_a_running_job_in_place_and_grows_it_only_when_that_pays():
-    topo = B.star(B.machine("m0"), B.machine("m1"))
+def test_fifo_never_preempts_moves_or_grows_a_running_job():
     # it ran 2 workers on m1; a fresh placement would pick m0 first: it stays on m1
+    topo = B.star(B.machine("m0"), B.machine("m1"))
     j = B.job("j", max_workers=2)
     d = FIFO().decide(view(topo, j, t=1, j={"previous": {"m1": (2, 2)}, "last_ran": 0}))
     assert d == {"j": {"m1": (2, 2)}}
-    # 1 worker running, up to 8 fit: 8 workers finish 1e9 batches far sooner even after a
-    # 9 s restart of a 10 s slot, so it grows
-    g = B.job("g", max_workers=8, restart_seconds=9)
-    d = FIFO().decide(view(topo, g, t=1, g={"previous": {"m1": (1, 1)}, "last_ran": 0}))
-    assert counts(d) == {"g": 8}
-    # little work left (5 batches at 1 s: 5 s alone vs 9 + 5/8 s after a restart): it stays
-    d = FIFO().decide(view(topo, g, t=1, g={"previous": {"m1": (1, 1)}, "last_ran": 0,
-                                            "done": 1e9 - 5}))
-    assert d == {"g": {"m1": (1, 1)}}
+    # 8 GPUs: c (arrival 1, gang 4) runs; a (arrival 0, gang 6) waits for 6 free GPUs
+    # instead of taking c's (a queue rebuilt from scratch would run a and drop c)
+    a = B.job("a", arrival=0, max_workers=6)
+    c = B.job("c", arrival=1, max_workers=4)
+    v = view(gpus(8), a, c, t=2, c={"previous": {"m0": (4, 4)}, "last_ran": 1})
+    assert FIFO().decide(v) == {"c": {"m0": (4, 4)}}
+    assert FIFO(backfill=True).decide(v) == {"c": {"m0": (4, 4)}}
+
+
+def test_fifo_runs_a_gang_one_machine_could_hold_on_one_machine_or_not_at_all():
+    # m0 and m1 (8 GPUs, 16 CPUs) each run 4 workers and 4 PSs of x and y: 8 GPUs are
+    # free, 4 on each machine. z's gang of 6 fits on one machine of the cluster, so it
+    # waits for one (the old FIFO spread it 4 + 2, or shrank it to 4) and blocks w.
+    topo = B.star(B.machine("m0"), B.machine("m1"))
+    x = B.job("x", arrival=0, max_workers=4)
+    y = B.job("y", arrival=0, max_workers=4)
+    z = B.job("z", arrival=1, max_workers=6, gradient_mb=100)
+    w = B.job("w", arrival=2, max_workers=1)
+    run = {"x": {"previous": {"m0": (4, 4)}, "last_ran": 0},
+           "y": {"previous": {"m1": (4, 4)}, "last_ran": 0}}
+    assert counts(FIFO().decide(view(topo, x, y, z, w, t=2, **run))) == {"x": 4, "y": 4}
+    assert counts(FIFO(backfill=True).decide(view(topo, x, y, z, w, t=2, **run))) == {
+        "x": 4, "y": 4, "w": 1}
+    # a gang of 12 fits on no machine: it spreads over both (12 GPUs, 12 PS CPUs)
+    d = FIFO().decide(view(topo, B.job("big", max_workers=12)))
+    assert counts(d) == {"big": 12} and set(d["big"]) == {"m0", "m1"}
 
 
 # ----- DRF -----------------------------------------------------------------------------------
@@ -114,6 +128,21 @@ def test_drf_weights_scale_the_shares():
     a = B.job("a", weight=2)
     b = B.job("b")
     assert counts(DRF().decide(view(topo, a, b))) == {"a": 4, "b": 2}
+
+
+def test_drf_does_not_give_a_worker_that_slows_the_job_down():
+    # Two machines with 2 GPUs each. Spread, the heavy job's mini-batch takes
+    # 1 + 2 * 1000 * 0.008 / 1 = 17 s, on one machine 1 + 16 / 400 = 1.04 s: its third
+    # worker would spread it (3 / 17 < 2 / 1.04 batches/s), so it stops at 2 on one
+    # machine. The light job (no gradient: 1 s either way) fills both machines.
+    topo = B.star(B.machine("m0", gpu=2, cpu=8), B.machine("m1", gpu=2, cpu=8))
+    heavy = B.job("heavy", max_workers=4, gradient_mb=1000)
+    light = B.job("light", max_workers=4)
+    assert DRF().decide(view(topo, heavy)) == {"heavy": {"m0": (2, 2)}}
+    assert DRF().decide(view(topo, light)) == {"light": {"m0": (2, 2), "m1": (2, 2)}}
+    # if it ran spread over both last slot (4 / 17 batches/s), it goes back to 2 on m0
+    spread = {"previous": {"m0": (2, 2), "m1": (2, 2)}, "last_ran": 0}
+    assert DRF().decide(view(topo, heavy, t=1, heavy=spread)) == {"heavy": {"m0": (2, 2)}}
 
 
 # ----- Tetris --------------------------------------------------------------------------------
@@ -174,11 +203,10 @@ def test_tiresias_promotes_a_starving_job():
 
 def test_tiresias_never_changes_the_worker_count():
     # 5 GPUs: big runs its gang of 4; small (1..2 workers, gang 2) does not run with the
-    # one GPU left (FIFO would give it 1)
+    # one GPU left
     big = B.job("big", arrival=0, max_workers=4)
     small = B.job("small", arrival=1, max_workers=2)
     assert counts(Tiresias().decide(view(gpus(5), big, small, t=1))) == {"big": 4}
-    assert counts(FIFO().decide(view(gpus(5), big, small, t=1))) == {"big": 4, "small": 1}
     # a gang larger than the cluster is capped at what the empty cluster holds
     huge = B.job("huge", max_workers=6)
     assert counts(Tiresias().decide(view(gpus(4), huge))) == {"huge": 4}

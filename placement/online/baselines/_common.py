@@ -98,35 +98,6 @@ def place_count(res: Residual, state: JobState, count: int, prefer: Iterable[str
     return tasks
 
 
-def most_that_fit(res: Residual, job: Job, cap: int, prefer: list[str]) -> TaskDict | None:
-    """The placement with the most workers (min_workers..cap) found; local wins ties."""
-    local = res.best_local(job, cap, prefer=prefer[0] if prefer else None)
-    if local is not None and workers(local) >= min(cap, job.max_workers):
-        return local
-    spread = res.best_spread(job, cap, prefer=prefer)
-    if spread is not None and workers(spread) > workers(local):
-        return spread
-    return local
-
-
-def place_most(res: Residual, instance: Instance, state: JobState, cap: int) -> TaskDict | None:
-    """Place as many workers as fit (up to ``cap``). A job that ran last slot keeps its
-    task set if it still fits, unless a bigger placement finishes it sooner despite the
-    restart (:func:`moves_pay`)."""
-    job = state.job
-    prev = dict(state.previous)
-    keep = prev if workers(prev) and workers(prev) <= cap and res.fits(job, prev) else None
-    if keep is not None and workers(keep) >= min(cap, job.max_workers):
-        res.place(job, keep)
-        return keep
-    tasks = most_that_fit(res, job, cap, by_workers(prev))
-    if keep is not None and (tasks is None or not moves_pay(instance, state, tasks, keep)):
-        tasks = keep
-    if tasks is not None:
-        res.place(job, tasks)
-    return tasks
-
-
 def settle(view: View, decided: Mapping[str, Tasks], order: list[str]) -> dict[str, TaskDict]:
     """Re-pack ``decided`` (valid together) without gratuitous moves.
 

@@ -6,6 +6,7 @@ import heapq
 from placement.online.baselines._common import (arrival_order, by_workers, held_vector,
                                                 place_count, settle, share, workers)
 from placement.online.policy import TaskDict, View
+from placement.progress import batch_time
 
 
 class DRF:
@@ -23,8 +24,17 @@ class DRF:
        a job that holds none, else W+1 workers and ``min_ps(W+1)`` PSs, the whole job
        re-placed local first, else in the smallest subtree, its own machines preferred
        (consolidated). A job that is at ``max_workers`` or whose next step does not fit
-       keeps what it has and leaves the filling; it stops when no job can grow.
-    3. Stability: at each step a job whose count equals last slot's takes its previous
+       keeps what it has and leaves the filling; it stops when no job can grow. (The
+       paper's progressive filling raises every user's dominant share at the same rate
+       and freezes the users whose next task no longer fits, then goes on with the
+       others; its weighted variant divides the shares by the weights.)
+    3. MODEL.md adaptation: in DRF every task a user gets adds to its work, but here one
+       more worker that spreads a communication-heavy job over machines slows every
+       worker of it (MODEL.md 4: the mini-batch time at ``worker_gbps`` instead of the
+       machine's ``local_gbps``). A step that does not raise the job's throughput
+       W / theta(tasks) is therefore not taken: the job keeps what it has and leaves the
+       filling, as a user whose demand is met does in the paper.
+    4. Stability: at each step a job whose count equals last slot's takes its previous
        task set if it fits, and the final packing keeps every job's previous task set
        when its count is unchanged (:func:`settle`).
     """
@@ -46,6 +56,11 @@ class DRF:
                 continue
             old = res.remove(j)
             tasks = place_count(res, state, target, prefer=by_workers(old))
+            if tasks is not None and old and (
+                    target / batch_time(view.instance, job, tasks)
+                    <= workers(old) / batch_time(view.instance, job, old)):
+                res.remove(j)  # rule 3: the step would slow the job down
+                tasks = None
             if tasks is None:
                 if old:
                     res.place(job, old)
