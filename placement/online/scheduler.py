@@ -188,6 +188,11 @@ class OnlineScheduler:
             raise ValueError(f"job {job_id!r} is no longer active (it was {self._closed[job_id]})")
         raise ValueError(f"unknown job {job_id!r} (never submitted)")
 
+    @property
+    def open_jobs(self) -> dict[str, Job]:
+        """The submitted jobs not yet finished or cancelled, in submission order."""
+        return {j: e.job for j, e in self._jobs.items()}
+
     def submit(self, job: Job) -> None:
         """Accept a job; it becomes active in slot ``job.arrival`` (not in the past)."""
         if not isinstance(job, Job):
@@ -202,6 +207,22 @@ class OnlineScheduler:
         if why:
             raise ValueError(f"job {job.id!r} cannot run on this cluster: {why}")
         self._jobs[job.id] = _Entry(job)
+
+    def revise(self, job: Job) -> None:
+        """The cluster re-measured an open job (its speed, size or shape changed): the
+        job keeps its id, arrival, progress and history, and policies see ``job`` from
+        the next step on. A job that no longer fits anywhere waits, as after a failure."""
+        if not isinstance(job, Job):
+            raise ValueError(f"revise needs a placement Job, got {type(job).__name__}")
+        entry = self._open(job.id)
+        if job.arrival != entry.job.arrival:
+            raise ValueError(f"job {job.id!r}: revise cannot move its arrival slot "
+                             f"({entry.job.arrival} -> {job.arrival})")
+        entry.job = job
+        if self._why_unrunnable(job, self._topology):
+            self._unrunnable.add(job.id)
+        else:
+            self._unrunnable.discard(job.id)
 
     def report(self, job_id: str, batches_done: float) -> None:
         """The cumulative mini-batches the cluster measured for ``job_id`` (the truth)."""

@@ -180,26 +180,38 @@ def test_tiresias_demotes_a_job_past_the_threshold():
 
 
 def test_tiresias_promotes_a_starving_job():
-    # Threshold 100 worker-seconds, knob 2. a (150: Q1) ran one slot (10 s) in slot 0
-    # and is then preempted by b (Q0), which gains 40 a slot. At t=2 a has waited 10 s
-    # < 2 x 10 s and b (70: Q0) runs. At t=3 b has 110 (Q1) and a has waited 20 s: a is
-    # promoted to Q0 and runs. Without the promotion (knob 3) b, running, keeps Q1's head.
-    a = B.job("a", arrival=0, min_workers=4, max_workers=4)
+    # Threshold 100 worker-seconds, knob 2. s (150: Q1) ran one slot (10 s) in slot 0
+    # and is then preempted by b (Q0), which gains 40 a slot. At t=2 s has waited 10 s
+    # < 2 x 10 s and b (70: Q0) runs. At t=3 b has 110 (Q1) and s has waited 20 s: s is
+    # promoted to Q0 and runs. Without the promotion (knob 3) b keeps Q1's head: both
+    # arrived in slot 0, and inside a queue ties go by id ("b" < "s").
+    s = B.job("s", arrival=0, min_workers=4, max_workers=4)
     b = B.job("b", arrival=0, min_workers=4, max_workers=4)
     runs = {"previous": {"m0": (4, 4)}}
-    for knob, winner in ((2, "a"), (3, "b")):
+    for knob, winner in ((2, "s"), (3, "b"), (None, "b")):
         policy = Tiresias(thresholds=(100,), promote_knob=knob)
-        d1 = policy.decide(view(gpus(4), a, b, t=1, a={"attained": 150, "last_ran": 0, **runs},
+        d1 = policy.decide(view(gpus(4), s, b, t=1, s={"attained": 150, "last_ran": 0, **runs},
                                 b={"attained": 30}))
         assert counts(d1) == {"b": 4}
-        d2 = policy.decide(view(gpus(4), a, b, t=2, a={"attained": 150, "last_ran": 0},
+        d2 = policy.decide(view(gpus(4), s, b, t=2, s={"attained": 150, "last_ran": 0},
                                 b={"attained": 70, "last_ran": 1, **runs}))
         assert counts(d2) == {"b": 4}
-        v3 = view(gpus(4), a, b, t=3, a={"attained": 150, "last_ran": 0},
+        v3 = view(gpus(4), s, b, t=3, s={"attained": 150, "last_ran": 0},
                   b={"attained": 110, "last_ran": 2, **runs})
         assert counts(policy.decide(v3)) == {winner: 4}
-        assert policy.queue(v3.jobs["a"]) == (0 if winner == "a" else 1)
+        assert policy.queue(v3.jobs["s"]) == (0 if winner == "s" else 1)
 
+
+def test_tiresias_serves_a_queue_first_come_first_served():
+    # Both in Q0 (threshold 1e9). b arrived first but waited (the cluster was full);
+    # a, later, runs now. Inside a queue the earlier arrival goes first: b preempts a
+    # (the Tiresias simulator fills each queue in the order jobs entered the system).
+    a = B.job("a", arrival=1, min_workers=4, max_workers=4)
+    b = B.job("b", arrival=0, min_workers=4, max_workers=4)
+    policy = Tiresias(thresholds=(1e9,), promote_knob=None)
+    d = policy.decide(view(gpus(4), a, b, t=2, a={"attained": 10, "last_ran": 1,
+                                                  "previous": {"m0": (4, 4)}}))
+    assert counts(d) == {"b": 4}
 
 def test_tiresias_never_changes_the_worker_count():
     # 5 GPUs: big runs its gang of 4; small (1..2 workers, gang 2) does not run with the

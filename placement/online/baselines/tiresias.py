@@ -17,15 +17,20 @@ class Tiresias:
     1. Attained service is GPU-time, here worker-seconds (``JobState.attained``), counted
        since the job last entered the top queue. Queues Q0, Q1, ...: a job is in the
        first queue whose threshold its service has not reached; ``thresholds`` default
-       (3600,): two queues split at 3,600 worker-seconds, the simulator's default.
-       A job starts in Q0 and is demoted as its service crosses the thresholds.
+       (3250,): two queues split at 3,250 GPU-seconds, the first ``queue_limit`` of the
+       Tiresias simulator (SymbioticLab/Tiresias, simulator/jobs.py, ``_TFJobs``, whose
+       ``update_priority_queues`` uses two queues; its README calls the limits a setting
+       to choose per cluster). A job starts in Q0 and is demoted as its service crosses
+       the thresholds.
     2. Starvation: a job outside Q0 that has waited (whole slots since it last ran) at
        least ``promote_knob`` times the length of its last run (its last uninterrupted
        streak of slots) is promoted to Q0 and its service count restarts from zero
        (the paper's promotion knob, ``solve_starvation`` in its simulator; default 8,
-       one of the values the simulator's run scripts sweep).
-    3. Order: Q0 first; inside a queue FIFO with running jobs ahead of waiting ones (the
-       simulator keeps running jobs at the head of each queue), then arrival, then id.
+       one of the values the simulator's run scripts sweep; None turns it off, as the
+       Pollux artifact's Tiresias runs).
+    3. Order: Q0 first; inside a queue first come, first served (arrival, then id): the
+       simulator fills each queue in the order jobs entered the system, so a waiting job
+       that arrived earlier goes ahead of a running one of the same queue (it preempts).
     4. Gang scheduling: a job runs with exactly its requested ``max_workers`` (capped at
        the most the empty cluster holds, so no job waits forever) and ``min_ps`` PSs, or
        not at all; Tiresias never changes a job's worker count. Jobs that do not fit are
@@ -39,13 +44,17 @@ class Tiresias:
        hold its gang, and waits otherwise; the others go local first, else in the
        smallest subtree.
 
+    In the peer arena (``benchmarks/peer_pollux.py``) it runs with the constants of the
+    peer's own Tiresias (the Pollux artifact's tiresias.py: one threshold of
+    ``3600 * 16`` GPU-seconds, ``_solve_starvation = 0``), so that only the code differs.
+
     The queue bookkeeping (service at the last promotion, last run streak) lives in the
     policy across slots; ``state()`` / ``load_state()`` checkpoint it as plain JSON.
     """
 
     name = "tiresias"
 
-    def __init__(self, thresholds: tuple[float, ...] = (3600.0,), promote_knob: float = 8.0,
+    def __init__(self, thresholds: tuple[float, ...] = (3250.0,), promote_knob: float | None = 8.0,
                  skip_below: float = 0.1):
         self.thresholds = tuple(sorted(thresholds))
         self.promote_knob = promote_knob
@@ -65,7 +74,6 @@ class Tiresias:
         self._observe(view)
         res = view.residual()
         order = sorted(view.jobs, key=lambda j: (self.queue(view.jobs[j]),
-                                                 view.jobs[j].last_ran != view.t - 1,
                                                  view.jobs[j].job.arrival, j))
         decided: dict[str, TaskDict] = {}
         for j in order:
@@ -91,7 +99,8 @@ class Tiresias:
             self._streak[j] = (first, state.last_ran)
             waited = (t - 1 - state.last_ran) * view.instance.slot_seconds
             ran = (state.last_ran - first + 1) * view.instance.slot_seconds
-            if self.queue(state) > 0 and waited > 0 and waited >= self.promote_knob * ran:
+            if (self.promote_knob is not None and self.queue(state) > 0 and waited > 0
+                    and waited >= self.promote_knob * ran):
                 self._base[j] = state.attained
 
     def state(self) -> dict:
