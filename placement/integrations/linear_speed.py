@@ -85,16 +85,25 @@ def packed(count: int, per_node: int) -> tuple[int, ...]:
     return tuple([per_node] * (count // per_node) + ([count % per_node] if count % per_node else []))
 
 
-def reference_placements(count: int, per_node: int) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """Where :func:`linear_speed`'s two points are measured for a job that runs ``count``
-    workers on machines of ``per_node`` GPUs: the local point at min(count, per_node)
-    workers on one machine; the spread point at ``count`` workers on the fewest machines
-    (:func:`packed`) when they need more than one, else split over two machines, and None
-    for a one-worker job (it never spreads)."""
+def reference_placements(count: int, per_node: int, *, elastic: bool = False
+                         ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """Where :func:`linear_speed`'s two points are measured for a job of up to ``count``
+    workers on machines of ``per_node`` GPUs.
+
+    The local point: min(count, per_node) workers on one machine. The spread point, None
+    for a one-worker job (it never spreads); else, for a job that runs exactly ``count``
+    workers (a gang), ``count`` on the fewest machines (:func:`packed`), or split over two
+    machines when one would hold them; for an ``elastic`` job (any count up to ``count``),
+    the first count that must spread, per_node + 1 on two machines (the step at which a
+    policy decides whether to leave one machine, where a cliff between the two classes
+    would stop any marginal-gain rule), or ``count`` split over two machines when one
+    machine holds them all. The line through a point over-states the speed above it and
+    under-states it below (speeds are concave)."""
     if count < 1 or per_node < 1:
         raise ValueError(f"count and per_node must be >= 1, got {count}, {per_node}")
     local = (min(count, per_node),)
     if count == 1:
         return local, None
-    spread = packed(count, per_node) if count > per_node else ((count + 1) // 2, count // 2)
-    return local, spread
+    if count <= per_node:
+        return local, ((count + 1) // 2, count // 2)
+    return local, packed(per_node + 1 if elastic else count, per_node)

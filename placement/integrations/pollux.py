@@ -11,12 +11,12 @@ is a subclass of the peer's class of the chosen *mode*:
 - ``fixed`` (``TiresiasPolicy``): each job runs its workload's GPU count and batch size;
   in our model ``min_workers = max_workers`` = that count (a gang, as Tiresias runs it);
 - ``tuned`` (``OptimusPolicy``): tuned batch size, any GPU count up to the JobInfo's
-  ``max_replicas``; ``max_workers`` is the *knee*, the fewest GPUs at which the job's
-  measured speed (on the fewest machines) is the largest up to that cap: past it, a GPU
-  adds nothing (Optimus' own stopping rule, gain <= 0);
+  ``max_replicas``; ``max_workers`` is the most GPUs (on the fewest machines) the job
+  uses at a parallel efficiency of at least 1/2 (``MIN_EFFICIENCY``: the least the
+  artifact's workload generator accepts for a job's GPU count);
 - ``adaptive`` (``PolluxPolicy``): jobs pick their batch size for each allocation
-  (goodput); the knee as above, under the JobInfo's ``max_replicas`` (Pollux's own
-  exploration limit, which grows as the job is profiled).
+  (goodput); ``max_workers`` as above, under the JobInfo's ``max_replicas`` (Pollux's
+  own exploration limit, which grows as the job is profiled).
 
 Translation, every slot (``PolluxAdapter.optimize``):
 
@@ -26,8 +26,8 @@ Translation, every slot (``PolluxAdapter.optimize``):
   the simulator's progress units (its scale-invariant iterations) to its completion
   epoch, done = the job's progress so far, restart 30 s (the simulator's re-scale time),
   and a speed written in MODEL.md's linear rate from two measured points
-  (:mod:`placement.integrations.linear_speed`: the job's count on one machine, and on the
-  fewest machines). A point's rate is what the simulator would make the job do there:
+  (:mod:`placement.integrations.linear_speed`: the job's count on one machine, and spread:
+  a gang on the fewest machines, an elastic job at the first count that must spread). A point's rate is what the simulator would make the job do there:
   the batch size and accumulation steps the job itself would pick, the traces' step
   time and the statistical efficiency of its current epoch. The speed is re-measured
   every slot (``OnlineScheduler.revise``), since the efficiency changes by epoch.
@@ -97,6 +97,10 @@ LINK_GBPS = 1e9
 RESTART_SECONDS = 30.0
 #: the simulator's own limit on a job's replicas (``get_pollux_job_info``).
 MAX_REPLICAS = 64
+#: the least parallel efficiency (speed over one GPU's, per GPU) at which an elastic job
+#: is given more GPUs: 1/2, the lowest the Pollux artifact's workload generator accepts
+#: for a job's GPU count (``Application.get_configurations``, ``lo_util=0.5``).
+MIN_EFFICIENCY = 0.5
 
 
 class PeerError(Exception):
@@ -160,8 +164,8 @@ class PolluxAdapter:
         self._sim_jobs = sim_jobs
         self._scheduler: OnlineScheduler | None = None
         self._nodes: tuple = ()
-        self._cap: dict[str, int] = {}     # JobInfo max_replicas the knee was found under
-        self._knee: dict[str, int] = {}
+        self._cap: dict[str, int] = {}     # JobInfo max_replicas the count was found under
+        self._useful: dict[str, int] = {}
         self.decision_seconds: list[float] = []
         self.revisions = 0
 
@@ -180,6 +184,8 @@ class PolluxAdapter:
         open_ids = set(sched.open_jobs)
         for name in open_ids - set(jobs):
             sched.finish(name)
+        while sched.last_slot is not None and sched.last_slot < t - 1:
+            sched.step(sched.last_slot + 1)  # the simulator skips slots with no active job
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
             job = self._job(name, info, truth[name], t, per_node)
@@ -221,8 +227,8 @@ class PolluxAdapter:
         if self.mode == "fixed":
             count = lo = int(info.max_replicas)
         else:
-            count, lo = self._knee_of(name, info, sim_job, per_node), 1
-        local_pl, spread_pl = reference_placements(count, per_node)
+            count, lo = self._useful_count(name, info, sim_job, per_node), 1
+        local_pl, spread_pl = reference_placements(count, per_node, elastic=self.mode != "fixed")
         local_rate = progress_rate(sim_job, local_pl)
         spread_rate = progress_rate(sim_job, spread_pl) if spread_pl else None
         if not local_rate or (spread_pl and not spread_rate):
@@ -238,16 +244,18 @@ class PolluxAdapter:
                    worker_gbps=WORKER_GBPS, ps_gbps=WORKER_GBPS * count,
                    restart_seconds=RESTART_SECONDS)
 
-    def _knee_of(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
-        """The fewest GPUs (on the fewest machines) at which the job's speed peaks, under
-        the JobInfo's ``max_replicas``; found again when that cap changes."""
+    def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
+        """The most GPUs (on the fewest machines) the job uses at a parallel efficiency of
+        at least ``MIN_EFFICIENCY``, under the JobInfo's ``max_replicas``; found again
+        when that cap changes."""
         cap = max(1, min(int(info.max_replicas), MAX_REPLICAS))
         if self._cap.get(name) != cap:
+            one = progress_rate(sim_job, (1,))
             rates = [progress_rate(sim_job, packed(w, per_node)) or 0.0 for w in range(1, cap + 1)]
-            best = max(rates)
-            self._knee[name] = 1 + next(i for i, r in enumerate(rates) if r >= best * (1 - 1e-9))
+            ok = [w for w, r in enumerate(rates, start=1) if one and r >= MIN_EFFICIENCY * w * one]
+            self._useful[name] = max(ok, default=1)
             self._cap[name] = cap
-        return self._knee[name]
+        return self._useful[name]
 
 
 def progress_rate(sim_job: Any, placement: tuple[int, ...]) -> float | None:

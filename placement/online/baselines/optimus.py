@@ -10,6 +10,7 @@ from placement.online.baselines._common import (arrival_order, by_workers, keep_
                                                 settle, share, workers)
 from placement.online.policy import JobState, TaskDict, View
 from placement.packing import TOL_FIT, Residual
+from placement.progress import batch_time
 
 
 class Optimus:
@@ -31,7 +32,11 @@ class Optimus:
        added worker plus the PS it needs when ``min_ps(W+1) > min_ps(W)`` (PSs are
        added exactly when kappa makes them the bottleneck; in MODEL.md a PS beyond
        ``min_ps`` adds no speed). Gains <= 0 (e.g. spreading loses more than a worker
-       adds) end that job's growth, as does ``max_workers`` or a step that does not fit.
+       adds) end that job's growth, as does ``max_workers``, a step that does not fit,
+       or one whose placement (rule 3) runs the job slower than before: the gain assumed
+       one machine could hold it, but the placement found may have to spread, which in
+       MODEL.md can cost more than the worker adds (without this check a job could stay
+       spread and slow for good: the makespan anomaly of our Philly runs).
     3. Placement (Optimus' principle): the fewest machines with an even split. For k = 1, 2, ...
        the job's W workers and S PSs are divided as evenly as possible over the k
        machines with the most room for its workers (its own machines first among
@@ -59,13 +64,24 @@ class Optimus:
             _, rank, j = heapq.heappop(heap)
             state = view.jobs[j]
             old = res.remove(j)
-            if self._place(res, state, count[j] + 1, by_workers(old)) is None:
+            new = self._place(res, state, count[j] + 1, by_workers(old))
+            if new is not None and not self._faster(view, state, old, new):
+                res.remove(j)  # the step spreads the job into a slowdown: not taken
+                new = None
+            if new is None:
                 res.place(state.job, old)
                 continue
             count[j] += 1
             self._push(heap, res, state, count[j], totals, rank)
         decided = {j: res.held(j) for j in order if workers(res.held(j))}
         return settle(view, decided, order)
+
+    @staticmethod
+    def _faster(view: View, state: JobState, old: TaskDict, new: TaskDict) -> bool:
+        """Does the placement found for one more worker run the job faster than ``old``?
+        The gain of rule 2 assumes the best class; the placement may have to spread."""
+        inst, job = view.instance, state.job
+        return workers(new) / batch_time(inst, job, new) > workers(old) / batch_time(inst, job, old)
 
     # ----- marginal gain -------------------------------------------------------------------
     def _push(self, heap: list, res: Residual, state: JobState, w: int, totals: np.ndarray,

@@ -1,0 +1,202 @@
+"""The peer arena: the linear-speed rule, the scheduler's revise, the adapter inside the
+Pollux simulator, and the benchmark's handling of bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from placement.instance import Job
+from placement.integrations.linear_speed import linear_speed, packed, reference_placements
+from placement.online.greedy_policy import GreedyPolicy
+from placement.online.scheduler import OnlineScheduler
+
+from . import builders as B
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMULATOR = ROOT.parent / "shared" / "peers" / "pollux-simulator"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import peer_pollux  # noqa: E402
+
+
+# ----- linear speed -------------------------------------------------------------------------
+def _job(speed, count: int) -> Job:
+    return Job("j", 0, 1000.0, speed.batch_seconds, {"gpu": 1}, {}, count, 1.0, float(count),
+               gradient_mb=speed.gradient_mb)
+
+
+def test_linear_speed_reproduces_both_measured_points():
+    # 4 workers on one machine do 10 batches/s, 16 spread do 20: theta_L = 0.4 s and
+    # theta_S = 0.8 s per batch and worker; MODEL.md 4 gives back exactly these rates.
+    speed = linear_speed(10.0, 4, 20.0, 16, local_gbps=1e6, worker_gbps=1.0)
+    job = _job(speed, 16)
+    assert 4 / job.batch_time(1e6) == pytest.approx(10.0, rel=1e-12)
+    assert 16 / job.batch_time(1.0) == pytest.approx(20.0, rel=1e-12)
+    assert speed.batch_seconds > 0 and speed.gradient_mb > 0
+
+
+def test_linear_speed_when_spreading_is_not_slower_or_absent():
+    # Spread per worker 0.2 s < local 0.4 s: not writable with gradient_mb >= 0, so both
+    # classes get the local time; a one-worker job has no spread point at all.
+    assert linear_speed(10.0, 4, 80.0, 16, local_gbps=1e6, worker_gbps=1.0) == (0.4, 0.0)
+    assert linear_speed(2.5, 1, None, None, local_gbps=400, worker_gbps=1.0) == (0.4, 0.0)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(local_rate=0.0), "local_rate"),
+    (dict(local_rate=float("nan")), "local_rate"),
+    (dict(local_workers=0), "local_workers"),
+    (dict(local_gbps=1.0), "must exceed"),
+    (dict(spread_rate=-1.0), "spread point"),
+    (dict(spread_rate=1e-9), "raise local_gbps"),
+])
+def test_linear_speed_rejects_what_it_cannot_write(kwargs, match):
+    args = dict(local_rate=10.0, local_workers=4, spread_rate=20.0, spread_workers=16,
+                local_gbps=10.0, worker_gbps=1.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        linear_speed(**args)
+
+
+def test_reference_placements_for_gangs_and_elastic_jobs():
+    assert packed(9, 4) == (4, 4, 1) and packed(8, 4) == (4, 4)
+    assert reference_placements(1, 4) == ((1,), None)
+    assert reference_placements(3, 4) == ((3,), (2, 1))
+    assert reference_placements(3, 4, elastic=True) == ((3,), (2, 1))
+    assert reference_placements(12, 4) == ((4,), (4, 4, 4))          # the gang itself
+    assert reference_placements(12, 4, elastic=True) == ((4,), (4, 1))  # the first spread
+
+
+# ----- OnlineScheduler.revise -----------------------------------------------------------------
+def test_revise_keeps_progress_and_history_and_checks_the_job():
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
+                            lookahead=2, slot_seconds=10)
+    job = B.job("a", work_batches=1000, max_workers=4)
+    sched.submit(job)
+    first = sched.step(0)
+    sched.report("a", 40.0)
+    faster = B.job("a", work_batches=1000, max_workers=4, batch_seconds=0.5)
+    sched.revise(faster)
+    assert sched.open_jobs["a"] is faster
+    view = sched.view(1)
+    assert view.jobs["a"].done == 40.0 and view.jobs["a"].previous == first["a"]
+    assert view.instance.jobs[0].batch_seconds == 0.5
+    with pytest.raises(ValueError, match="arrival"):
+        sched.revise(B.job("a", arrival=1, work_batches=1000, max_workers=4))
+    with pytest.raises(ValueError, match="never submitted"):
+        sched.revise(B.job("zz"))
+
+
+# ----- the adapter in the peer's simulator ----------------------------------------------------
+def _peer_python() -> Path | None:
+    given = os.environ.get("PLACEMENT_PEER_PYTHON")
+    if given:
+        return Path(given)
+    made = ROOT / ".peer-venv" / "bin" / "python"
+    return made if made.exists() else None
+
+
+def _needs_peer() -> Path:
+    if not SIMULATOR.is_dir():
+        pytest.skip(f"the Pollux simulator is not at {SIMULATOR} (the peers folder beside the project)")
+    py = _peer_python()
+    if py is None:
+        pytest.skip("no environment that runs the Pollux simulator: set PLACEMENT_PEER_PYTHON, or make "
+                    ".peer-venv once (python benchmarks/peer_pollux.py does; .ci/run does)")
+    why = peer_pollux._probe(py)
+    if why:
+        pytest.skip(f"{py} cannot run the Pollux simulator: {why}")
+    return py
+
+
+SMALL = """name,time,application,num_replicas,batch_size
+cifar10-0,53,cifar10,6,2048
+ncf-7,700,ncf,1,32768
+ncf-8,760,ncf,2,32768
+cifar10-9,900,cifar10,2,1024
+"""
+
+
+@pytest.mark.parametrize("mode, policy", [("fixed", "tiresias"), ("fixed", "greedy"),
+                                          ("tuned", "optimus"), ("tuned", "peer:optimus")])
+def test_adapter_runs_a_few_jobs_in_the_peer_simulator(tmp_path, mode, policy):
+    py = _needs_peer()
+    workload = tmp_path / "small.csv"
+    workload.write_text(SMALL)
+    out = tmp_path / "run.json"
+    p = subprocess.run([str(py), "-m", "placement.integrations.pollux", "--simulator", str(SIMULATOR),
+                        "--workload", str(workload), "--mode", mode, "--policy", policy, "--out", str(out)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads(out.read_text())
+    assert run["policy"] == policy and run["mode"] == mode
+    assert sorted(run["jcts"]) == ["cifar10-0", "cifar10-9", "ncf-7", "ncf-8"] and not run["unfinished"]
+    assert all(v > 0 for v in run["jcts"].values())
+    assert run["average_jct"] == pytest.approx(sum(run["jcts"].values()) / 4)
+    assert run["drops"] == 0 and run["decisions"] > 0
+    # the simulator asserts per-node GPU capacity itself; a job ran at most its gang in fixed mode
+    assert run["restarts"] >= 0
+
+
+def test_adapter_refuses_a_peer_policy_outside_its_mode(tmp_path):
+    py = _needs_peer()
+    workload = tmp_path / "small.csv"
+    workload.write_text(SMALL)
+    p = subprocess.run([str(py), "-m", "placement.integrations.pollux", "--simulator", str(SIMULATOR),
+                        "--workload", str(workload), "--mode", "tuned", "--policy", "peer:tiresias",
+                        "--out", str(tmp_path / "x.json")], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert p.returncode == 2 and "runs only in mode fixed" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "x.json").exists()
+
+
+# ----- the benchmark's bad input ----------------------------------------------------------------
+def _bench(tmp_path, capsys, *args: str) -> tuple[int, str]:
+    out = tmp_path / "out" / "peer.json"
+    out.parent.mkdir(exist_ok=True)
+    code = peer_pollux.main([*args, "--out", str(out), "--cache", str(tmp_path / "cache"),
+                             "--peer-python", sys.executable])
+    err = capsys.readouterr().err
+    assert not any((tmp_path / "out").iterdir()), "nothing may be written on bad input"
+    return code, err
+
+
+def test_benchmark_bad_simulator_folder(tmp_path, capsys):
+    wl = tmp_path / "w.csv"
+    wl.write_text(SMALL)
+    code, err = _bench(tmp_path, capsys, "--simulator", str(tmp_path / "nope"), "--workload", str(wl))
+    assert code == 2 and "no such folder" in err and "git clone" in err
+    (tmp_path / "empty").mkdir()
+    code, err = _bench(tmp_path, capsys, "--simulator", str(tmp_path / "empty"), "--workload", str(wl))
+    assert code == 2 and "not the Pollux simulator folder" in err
+    assert err.count("\n") == 1
+
+
+@pytest.mark.skipif(not SIMULATOR.is_dir(), reason="the Pollux simulator (shared/peers) is absent")
+@pytest.mark.parametrize("content, args, match", [
+    (None, (), "no such workload file"),
+    (b"\xff\xfe\x00garbage", (), "cannot read the workload"),
+    (b"a,b\n1,2\n", (), "row 1: the header must name"),
+    (SMALL.encode(), ("--policy", "nope"), "unknown policy 'nope'"),
+    (SMALL.encode(), ("--mode", "tuned", "--policy", "peer:tiresias"), "runs only in mode fixed"),
+])
+def test_benchmark_bad_workload_or_plan(tmp_path, capsys, content, args, match):
+    wl = tmp_path / "w.csv"
+    if content is not None:
+        wl.write_bytes(content)
+    code, err = _bench(tmp_path, capsys, "--simulator", str(SIMULATOR), "--workload", str(wl), *args)
+    assert code == 2 and match in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not SIMULATOR.is_dir(), reason="the Pollux simulator (shared/peers) is absent")
+def test_benchmark_names_a_python_that_cannot_run_the_simulator(tmp_path, capsys):
+    wl = tmp_path / "w.csv"
+    wl.write_text(SMALL)
+    code, err = _bench(tmp_path, capsys, "--simulator", str(SIMULATOR), "--workload", str(wl))
+    # this interpreter (the project's own environment) has numpy>=2 or no pymoo
+    assert code == 2 and "--peer-python" in err and "cannot run the simulator" in err
