@@ -140,6 +140,37 @@ class SimulationResult:
     schedule: Schedule
     report: Report
     violations: tuple[Violation, ...]
+    # Admission control (OASiS-like policies, which expose ``rejected`` and ``utility``):
+    rejected: tuple[str, ...] | None = None     # jobs the policy rejected; None: it never rejects
+    utility: dict[str, float] | None = None     # f_j(completion slot) of each admitted job that completed
+
+    @property
+    def admitted(self) -> tuple[str, ...]:
+        """Jobs the policy did not reject (every job for a policy without admission control)."""
+        out = set(self.rejected or ())
+        return tuple(j for j in self.jct if j not in out)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Admitted / submitted jobs; None for a policy without admission control."""
+        if self.rejected is None:
+            return None
+        return len(self.admitted) / len(self.jct) if self.jct else 1.0
+
+    @property
+    def admitted_average_jct(self) -> float | None:
+        """Mean JCT over the admitted jobs only (an admitted job still unfinished at the end
+        carries MODEL.md's charge); None without admission control or with none admitted.
+        ``average_jct`` is over every job, a rejected one charged the whole run."""
+        if self.rejected is None or not self.admitted:
+            return None
+        return float(np.mean([self.jct[j] for j in self.admitted]))
+
+    @property
+    def admitted_utility(self) -> float | None:
+        """The paper's objective for OASiS: sum of f_j(completion) over the admitted jobs
+        that completed (the policy's own utility); None if the policy has none."""
+        return None if self.utility is None else float(sum(self.utility.values()))
 
     @property
     def decision_time(self) -> dict[str, float]:
@@ -161,17 +192,29 @@ class SimulationResult:
                "decision_seconds": list(self.decision_seconds), "dropped": self.dropped,
                "progress_noise": self.progress_noise, "seed": self.seed,
                "events": [str(e) for e in self.events], "report": self.report.to_dict(),
-               "violations": [v.to_dict() for v in self.violations]}
+               "violations": [v.to_dict() for v in self.violations],
+               "rejected": None if self.rejected is None else list(self.rejected),
+               "acceptance_rate": self.acceptance_rate,
+               "admitted_average_jct": self.admitted_average_jct,
+               "admitted_utility": self.admitted_utility,
+               "utility": None if self.utility is None else dict(self.utility)}
         if schedule:
             out["schedule"] = self.schedule.to_dict()
         return out
 
     def summary(self) -> str:
         d = self.decision_time
+        charged = (f", {len(self.rejected)} rejected jobs charged the whole run"
+                   if self.rejected else "")
+        admission = [] if self.rejected is None else [
+            f"admitted          {len(self.admitted)} of {len(self.jct)} jobs "
+            f"(acceptance rate {self.acceptance_rate:.3f}); their average JCT "
+            f"{_g(self.admitted_average_jct)} s; total admitted utility {_g(self.admitted_utility)}"]
         return "\n".join([
             f"policy            {self.policy} ({self.mode})",
             f"jobs              {len(self.jct)} ({len(self.unfinished)} unfinished) in {self.slots} slots",
-            f"average JCT       {self.average_jct:.6g} s (p95 {self.p95_jct:.6g} s)",
+            f"average JCT       {self.average_jct:.6g} s (all jobs{charged}; p95 {self.p95_jct:.6g} s)",
+            *admission,
             f"weighted JCT      {self.weighted_jct:.6g} s; MODEL.md score of the executed "
             f"schedule {self.report.objective:.6g} s",
             f"makespan          {self.makespan:.6g} s",
@@ -179,6 +222,10 @@ class SimulationResult:
             f"decision time     median {d['median'] * 1e3:.3g} ms, p95 {d['p95'] * 1e3:.3g} ms, "
             f"max {d['max'] * 1e3:.3g} ms",
             f"violations        {len(self.violations)}"])
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
 
 
 # ----- the horizon ------------------------------------------------------------------------------
@@ -392,6 +439,7 @@ class _Run:
                                f"violations); first: {violations[0]}")
         jct = {j: self._jct(instance, job) for j, job in self.jobs.items()}
         values = np.array(list(jct.values()) or [0.0])
+        rejected, utility = self._admission()
         return SimulationResult(
             policy=getattr(self.policy, "name", type(self.policy).__name__), mode=self.sched.mode,
             slots=instance.horizon, horizon=self.cap, jct=jct,
@@ -404,7 +452,24 @@ class _Run:
             utilisation={r: tuple(float(u[k]) for u in self.util) for k, r in enumerate(self.resources)},
             decision_seconds=tuple(self.decision), dropped=self.sched.drops_total,
             progress_noise=self.noise, seed=self.seed, events=tuple(self.all_events),
-            instance=instance, schedule=schedule, report=report, violations=tuple(violations))
+            instance=instance, schedule=schedule, report=report, violations=tuple(violations),
+            rejected=rejected, utility=utility)
+
+    def _admission(self) -> tuple[tuple[str, ...] | None, dict[str, float] | None]:
+        """What a policy with admission control reports: the jobs it rejected (its
+        ``rejected`` attribute) and f_j(completion slot) of each admitted job that
+        completed (its ``utility(job_id, slot)``); None for a policy without them."""
+        out = getattr(self.policy, "rejected", None)
+        rejected = None if out is None else tuple(j for j in self.jobs if j in out)
+        utility_of = getattr(self.policy, "utility", None)
+        if not callable(utility_of):
+            return rejected, None
+        utility = {}
+        for j, slot in self.completion.items():
+            u = utility_of(j, slot)
+            if u is not None and j not in (rejected or ()):
+                utility[j] = float(u)
+        return rejected, utility
 
     def _jct(self, instance: Instance, job: Job) -> float:
         """MODEL.md section 4 on the truth: completion, or the charge for an unfinished job."""
