@@ -210,15 +210,28 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _simulation_input(args: argparse.Namespace):
     """(jobs or instance, topology or None, slot_seconds) from --trace."""
-    from placement.traces import read_joblist, read_philly
+    from placement.traces import pollux_cluster, read_joblist, read_philly, read_pollux_workload
 
+    if args.trace.startswith("pollux:"):
+        # The Pollux simulator's workload: its 60-s interval and 16 x 4-GPU cluster by default.
+        workload = Path(args.trace[len("pollux:"):])
+        here = workload.resolve().parent
+        traces = args.pollux_traces or next(
+            (d for d in (here / "traces", here.parent / "traces") if d.is_dir()), here / "traces")
+        slot = args.slot_seconds if args.slot_seconds is not None else 60.0
+        try:
+            return (read_pollux_workload(workload, traces, args.pollux_mode, slot_seconds=slot),
+                    pollux_cluster(), slot)
+        except FileFormatError as exc:
+            raise BadInput(str(exc)) from None
+    slot = args.slot_seconds if args.slot_seconds is not None else 300.0
     if args.trace == "philly":
         return (read_philly(args.philly_path, sample=args.sample, seed=args.seed,
-                            slot_seconds=args.slot_seconds, time_scale=args.time_scale),
-                None, args.slot_seconds)
+                            slot_seconds=slot, time_scale=args.time_scale),
+                None, slot)
     if args.trace.endswith(".csv"):
         try:
-            return read_joblist(args.trace), None, args.slot_seconds
+            return read_joblist(args.trace), None, slot
         except FileFormatError as exc:
             raise BadInput(str(exc)) from None
     instance = _load(Instance, args.trace)
@@ -273,15 +286,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="run online policies through a job stream, slot by slot")
     p.add_argument("--trace", required=True,
-                   help="'philly' (the Philly log), a job-list CSV, or an instance JSON")
+                   help="'philly' (the Philly log), a job-list CSV, an instance JSON, or "
+                        "pollux:WORKLOAD_CSV (a Pollux simulator workload)")
     p.add_argument("--sample", type=int, default=200, help="philly: jobs to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
     p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
     p.add_argument("--time-scale", type=float, default=1.0, help="philly: compress inter-arrival gaps")
-    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's)")
+    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's; "
+                   "pollux: 16 machines x 4 GPUs, no network limit)")
     p.add_argument("--policy", action="append", default=None,
                    help="policy name (repeatable) or 'all'; default lp-rounding")
-    p.add_argument("--slot-seconds", type=float, default=300.0)
+    p.add_argument("--slot-seconds", type=float, default=None,
+                   help="slot length (default 300; 60 for pollux:, the simulator's interval)")
+    p.add_argument("--pollux-traces", default=None, metavar="DIR",
+                   help="pollux: the simulator's traces/ (default: traces/ beside WORKLOAD_CSV "
+                        "or beside its folder, as in the simulator's checkout)")
+    p.add_argument("--pollux-mode", default="fixed", choices=["fixed", "tuned"],
+                   help="pollux: each job's GPUs fixed at num_replicas (Tiresias) or 1..knee "
+                        "(Optimus); default fixed")
     p.add_argument("--lookahead", type=int, default=8)
     p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
     p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")

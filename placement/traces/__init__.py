@@ -1,9 +1,13 @@
-"""Job traces: the Philly log, users' own job lists, and instances built from them.
+"""Job traces: the Philly log, users' own job lists, the Pollux simulator's workloads,
+and instances built from them.
 
 :func:`read_philly` derives jobs of the model from the Philly job log (rules in
 :mod:`placement.traces.philly`), :func:`read_joblist` / :func:`write_joblist` read and
-write the plain CSV job list (:mod:`placement.traces.joblist`), and
-:func:`instance_from_jobs` puts jobs from either on a cluster.
+write the plain CSV job list (:mod:`placement.traces.joblist`),
+:func:`read_pollux_workload` converts a Pollux simulator workload with its measured
+traces and :func:`pollux_cluster` builds that simulator's cluster
+(:mod:`placement.traces.pollux`), and :func:`instance_from_jobs` puts jobs from any of
+them on a cluster.
 """
 from __future__ import annotations
 
@@ -19,8 +23,10 @@ from placement.instance import TOL, Instance, Job
 from placement.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
 from placement.traces.philly import read_philly
+from placement.traces.pollux import pollux_cluster, read_pollux_workload
 
-__all__ = ["instance_from_jobs", "read_joblist", "read_philly", "write_joblist"]
+__all__ = ["instance_from_jobs", "pollux_cluster", "read_joblist", "read_philly",
+           "read_pollux_workload", "write_joblist"]
 
 logger = logging.getLogger(__name__)
 
