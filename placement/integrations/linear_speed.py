@@ -21,10 +21,17 @@ non-negative ``gradient_mb``: both classes then get theta_L (spreading looks fre
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from placement.instance import MB_TO_GB
 
-__all__ = ["LinearSpeed", "linear_speed"]
+__all__ = ["MIN_EFFICIENCY", "LinearSpeed", "linear_speed", "packed", "reference_placements",
+           "useful_count"]
+
+#: The least parallel efficiency (speed over one worker's, per worker) at which an elastic
+#: job is given more workers: 1/2, the lowest the Pollux artifact's workload generator
+#: accepts for a job's GPU count (``Application.get_configurations``, ``lo_util=0.5``).
+MIN_EFFICIENCY = 0.5
 
 
 class LinearSpeed(tuple):
@@ -107,3 +114,16 @@ def reference_placements(count: int, per_node: int, *, elastic: bool = False
     if count <= per_node:
         return local, ((count + 1) // 2, count // 2)
     return local, packed(per_node + 1 if elastic else count, per_node)
+
+
+def useful_count(rates: Sequence[float | None], min_efficiency: float = MIN_EFFICIENCY) -> int:
+    """The most workers worth giving an elastic job: the largest count c whose rate is at
+    least ``min_efficiency`` x c x the one-worker rate (``rates[i]`` is the rate of i + 1
+    workers; None or 0 where nothing was measured). Past it each added worker buys too
+    little; a line through the rate there would over-state the speed of larger counts
+    too much for a policy to size jobs by it."""
+    rates = list(rates)
+    if not rates or not rates[0]:
+        raise ValueError("the one-worker rate is needed")
+    one = rates[0]
+    return max(c for c, r in enumerate(rates, start=1) if r and r >= min_efficiency * c * one)

@@ -12,8 +12,7 @@ is a subclass of the peer's class of the chosen *mode*:
   in our model ``min_workers = max_workers`` = that count (a gang, as Tiresias runs it);
 - ``tuned`` (``OptimusPolicy``): tuned batch size, any GPU count up to the JobInfo's
   ``max_replicas``; ``max_workers`` is the most GPUs (on the fewest machines) the job
-  uses at a parallel efficiency of at least 1/2 (``MIN_EFFICIENCY``: the least the
-  artifact's workload generator accepts for a job's GPU count);
+  uses at a parallel efficiency of at least 1/2 (``linear_speed.useful_count``);
 - ``adaptive`` (``PolluxPolicy``): jobs pick their batch size for each allocation
   (goodput); ``max_workers`` as above, under the JobInfo's ``max_replicas`` (Pollux's
   own exploration limit, which grows as the job is profiled).
@@ -66,7 +65,8 @@ from pathlib import Path
 from typing import Any
 
 from placement.instance import Job
-from placement.integrations.linear_speed import linear_speed, packed, reference_placements
+from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
+                                                 useful_count)
 from placement.online.registry import POLICIES
 from placement.online.scheduler import OnlineScheduler
 from placement.topology import Link, Machine, Switch, Topology
@@ -97,10 +97,6 @@ LINK_GBPS = 1e9
 RESTART_SECONDS = 30.0
 #: the simulator's own limit on a job's replicas (``get_pollux_job_info``).
 MAX_REPLICAS = 64
-#: the least parallel efficiency (speed over one GPU's, per GPU) at which an elastic job
-#: is given more GPUs: 1/2, the lowest the Pollux artifact's workload generator accepts
-#: for a job's GPU count (``Application.get_configurations``, ``lo_util=0.5``).
-MIN_EFFICIENCY = 0.5
 
 
 class PeerError(Exception):
@@ -245,15 +241,12 @@ class PolluxAdapter:
                    restart_seconds=RESTART_SECONDS)
 
     def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
-        """The most GPUs (on the fewest machines) the job uses at a parallel efficiency of
-        at least ``MIN_EFFICIENCY``, under the JobInfo's ``max_replicas``; found again
-        when that cap changes."""
+        """``useful_count`` of the job's rates on the fewest machines, under the JobInfo's
+        ``max_replicas``; found again when that cap changes."""
         cap = max(1, min(int(info.max_replicas), MAX_REPLICAS))
         if self._cap.get(name) != cap:
-            one = progress_rate(sim_job, (1,))
-            rates = [progress_rate(sim_job, packed(w, per_node)) or 0.0 for w in range(1, cap + 1)]
-            ok = [w for w, r in enumerate(rates, start=1) if one and r >= MIN_EFFICIENCY * w * one]
-            self._useful[name] = max(ok, default=1)
+            rates = [progress_rate(sim_job, packed(w, per_node)) for w in range(1, cap + 1)]
+            self._useful[name] = useful_count(rates) if rates[0] else 1
             self._cap[name] = cap
         return self._useful[name]
 

@@ -50,13 +50,15 @@ Application settings (:data:`APPLICATIONS`)
 Conversion of a workload row (:func:`pollux_job`)
     - ``fixed`` (the simulator's Tiresias mode): min_workers = max_workers =
       ``num_replicas``.
-    - ``tuned`` (its Optimus mode): min_workers 1, max_workers = the knee K, the smallest
-      count in 1..min(B // min_local_bsz, 64) whose rate on the fewest machines
-      (:func:`~placement.integrations.linear_speed.packed`) is the largest (ncf: 1, as
-      the simulator's Optimus caps it). ``num_replicas`` is read but not used.
+    - ``tuned`` (its Optimus mode): min_workers 1, max_workers = the useful count K, the
+      largest count in 1..min(B // min_local_bsz, 64) whose rate on the fewest machines
+      (:func:`~placement.integrations.linear_speed.packed`) is at least half of count x
+      the one-GPU rate (:func:`~placement.integrations.linear_speed.useful_count`; ncf: 1,
+      as the simulator's Optimus caps it). ``num_replicas`` is read but not used.
     - Speed: :func:`~placement.integrations.linear_speed.linear_speed` from the rates at
       the two :func:`~placement.integrations.linear_speed.reference_placements` of
-      count = ``num_replicas`` (fixed) or K (tuned), each at batch size B, with
+      count = ``num_replicas`` (fixed, a gang) or K (tuned, elastic: the spread point is
+      the first count that must spread), each at batch size B, with
       :data:`WORKER_GBPS` and :data:`LOCAL_GBPS` (only their ratio matters; 1e6 is never
       binding). Exact at both reference placements, linear in W through the origin
       elsewhere, and blind to the number of machines a spread job spans.
@@ -106,12 +108,13 @@ from scipy.interpolate import LinearNDInterpolator
 from placement.clusters import star
 from placement.fields import InstanceError
 from placement.instance import Job
-from placement.integrations.linear_speed import linear_speed, packed, reference_placements
+from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
+                                                 useful_count)
 from placement.topology import Topology
 
 __all__ = ["APPLICATIONS", "GPUS_PER_NODE", "LINK_GBPS", "LOCAL_GBPS", "MAX_REPLICAS", "MODES",
            "RESTART_SECONDS", "SLOT_SECONDS", "WORKER_GBPS", "AppSettings", "PolluxApplication",
-           "knee", "pollux_cluster", "pollux_job", "read_pollux_workload"]
+           "pollux_cluster", "pollux_job", "read_pollux_workload"]
 
 #: Conversion modes: the simulator's Tiresias (fixed GPUs) and Optimus (tuned GPUs) jobs.
 MODES = ("fixed", "tuned")
@@ -390,23 +393,15 @@ class PolluxApplication:
         """Iterations to complete at ``batch_size`` (the end of the completion epoch)."""
         return self.iterations(batch_size, self.completion_epoch)
 
-    def knee(self, batch_size: int, gpus_per_node: int = GPUS_PER_NODE,
-             max_replicas: int = MAX_REPLICAS) -> int:
-        """The smallest count in 1..min(batch_size // min_local_bsz, max_replicas, the
-        application's Optimus cap) whose rate on :func:`packed` machines is the largest."""
+    def useful_count(self, batch_size: int, gpus_per_node: int = GPUS_PER_NODE,
+                     max_replicas: int = MAX_REPLICAS) -> int:
+        """:func:`~placement.integrations.linear_speed.useful_count` of the packed rates of
+        1..min(batch_size // min_local_bsz, max_replicas, the application's Optimus cap)."""
         top = min(batch_size // self.min_local_bsz, max_replicas)
         if self.settings.optimus_max_replicas is not None:
             top = min(top, self.settings.optimus_max_replicas)
         top = max(1, top)
-        return knee([self.rate(packed(c, gpus_per_node), batch_size) for c in range(1, top + 1)])
-
-
-def knee(rates) -> int:
-    """1 + the first index of the largest of ``rates`` (rates of 1, 2, ... workers)."""
-    rates = list(rates)
-    if not rates:
-        raise ValueError("no rates")
-    return 1 + rates.index(max(rates))
+        return useful_count([self.rate(packed(c, gpus_per_node), batch_size) for c in range(1, top + 1)])
 
 
 # ----- workloads -----------------------------------------------------------------------------
@@ -420,9 +415,9 @@ def pollux_job(name: str, time: float, app: PolluxApplication, num_replicas: int
     if mode == "fixed":
         count = lo = num_replicas
     else:
-        count, lo = app.knee(batch_size, gpus_per_node), 1
+        count, lo = app.useful_count(batch_size, gpus_per_node), 1
     work = app.total_iterations(batch_size)
-    local, spread = reference_placements(count, gpus_per_node)
+    local, spread = reference_placements(count, gpus_per_node, elastic=mode == "tuned")
     speed = linear_speed(app.rate(local, batch_size), sum(local),
                          None if spread is None else app.rate(spread, batch_size),
                          None if spread is None else sum(spread),

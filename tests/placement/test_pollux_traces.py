@@ -16,12 +16,12 @@ import pytest
 
 from placement.fields import InstanceError
 from placement.instance import MB_TO_GB
-from placement.integrations.linear_speed import packed
+from placement.integrations.linear_speed import packed, useful_count
 from placement.simulate import simulate
 from placement.online.registry import make_policy
 from placement.traces import instance_from_jobs, pollux_cluster, read_pollux_workload
 from placement.traces.pollux import (LOCAL_GBPS, RESTART_SECONDS, WORKER_GBPS, AppSettings,
-                                     PolluxApplication, knee)
+                                     PolluxApplication)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pollux"
 TRACES = DATA / "traces"
@@ -103,18 +103,23 @@ def test_total_iterations_interpolate_between_measured_batch_sizes(bert):
         bert.total_iterations(400)
 
 
-def test_knee_rule(bert):
-    assert knee([1.0, 3.0, 2.0, 3.0]) == 2        # the smallest count with the largest rate
-    assert knee([5.0]) == 1
-    # B 12 allows 12 // 4 = 3 GPUs; rates 1/0.9215, 1/0.5865, 1/0.4970: the knee is 3
+def test_useful_count_rule(bert):
+    # the largest count whose rate is at least half of count x the one-worker rate
+    assert useful_count([1.0, 1.9, 2.0, 1.9, 2.6]) == 5      # 2.6 >= 0.5 x 5 x 1.0
+    assert useful_count([1.0, 1.9, 1.4, 1.9, 2.4]) == 2      # 1.4 < 1.5, 1.9 < 2.0, 2.4 < 2.5
+    assert useful_count([5.0]) == 1
+    assert useful_count([1.0, None, 1.6]) == 3               # unmeasured counts are skipped
+    with pytest.raises(ValueError, match="one-worker"):
+        useful_count([None, 2.0])
+    # B 12 allows 12 // 4 = 3 GPUs; rates 1/0.9215, 1/0.5865, 1/0.4970 (efficiency 0.62 at 3)
     rates = [1 / ROWS[(1,)][12][0], 1 / ROWS[(2,)][6][0], 1 / ROWS[(3,)][4][0]]
     assert [bert.rate(packed(c, 4), 12) for c in (1, 2, 3)] == pytest.approx(rates, rel=1e-12)
-    assert bert.knee(12) == 3
-    # B 384: up to 64 GPUs; the knee is the first argmax of the packed rates
+    assert bert.useful_count(12) == 3
+    # B 384: up to 64 GPUs
     rates = [bert.rate(packed(c, 4), 384) for c in range(1, 65)]
-    assert bert.knee(384) == 1 + rates.index(max(rates))
+    assert bert.useful_count(384) == max(c for c, r in enumerate(rates, 1) if r >= 0.5 * c * rates[0])
     capped = PolluxApplication(TRACES / "bert", AppSettings(max_epochs=2, optimus_max_replicas=1))
-    assert capped.knee(384) == 1                  # ncf's single replica under Optimus
+    assert capped.useful_count(384) == 1                  # ncf's single replica under Optimus
 
 
 # ----- conversion ------------------------------------------------------------------------
@@ -143,7 +148,7 @@ def test_fixed_row_by_hand():
 
 
 def test_tuned_row_by_hand():
-    j = read_pollux_workload(WORKLOAD, TRACES, "tuned")[1]   # bert-1, B 12: knee 3
+    j = read_pollux_workload(WORKLOAD, TRACES, "tuned")[1]   # bert-1, B 12: useful count 3
     assert (j.min_workers, j.max_workers, j.work_batches) == (1, 3, 14774)
     theta_l = 3 * ROWS[(3,)][4][0]                # (3,) at local 4, no accumulation
     theta_s = 3 * ROWS[(1, 2)][4][0]              # (2, 1) = rotation "12" at local 4
