@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=int, default=60, help="scheduling interval (s)")
     ap.add_argument("--lookahead", type=int, default=8, help="our policies' look-ahead (slots)")
     ap.add_argument("--no-replay", action="store_true", help="skip the replays in our simulator")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at once (default 1: decision times are measured on a quiet machine)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     report = Path(args.report) if args.report else out.with_suffix(".md")
@@ -396,8 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in (out, report):
             if p.is_dir():
                 raise BadInput(f"{p}: is a folder, not a file")
-            if not p.parent.is_dir():
-                raise BadInput(f"{p.parent}: no such folder for the output")
+            if p.parent.exists() and not p.parent.is_dir():
+                raise BadInput(f"{p.parent}: is not a folder")
         py = peer_python(args.peer_python, Path(args.env))
     except BadInput as exc:
         print(f"peer_pollux: error: {exc}", file=sys.stderr)
@@ -407,30 +409,42 @@ def main(argv: list[str] | None = None) -> int:
     code_v, sim_v = code_version(), simulator_version(sim)
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     from tqdm import tqdm
-    tasks = [(w, m, p) for w in workloads for m, p in pairs]
-    runs, replays, ran, hits = [], [], 0, 0
+    # ours first, the peers' last: a peer run is the same whatever our code, so it is the
+    # one most often found in the cache (by then, if another invocation is making it)
+    tasks = sorted(((w, m, p) for w in workloads for m, p in pairs), key=lambda t: t[2] in PEER_POLICIES)
     bar = tqdm(total=len(tasks), desc="peer arena", unit="run", file=sys.stderr)
-    for w, mode, policy in tasks:
-        bar.set_postfix_str(f"{w.stem} {mode} {policy}")
+
+    def one(task: tuple[Path, str, str]) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
+        w, mode, policy = task
         wv = hashlib.sha256(contents[w]).hexdigest()
         who = "peer" if policy in PEER_POLICIES else code_v
         key = cache_key("run", wv, mode, policy, who, sim_v, str(args.interval), str(args.lookahead))
-        try:
-            r, hit = cached(cache, key, lambda tmp: run_in_peer(py, sim, w, mode, policy, tmp, args))
-        except RuntimeError as exc:
-            bar.close()
-            print(f"peer_pollux: error: {exc}", file=sys.stderr)
-            return 1
+        r, hit = cached(cache, key, lambda tmp: run_in_peer(py, sim, w, mode, policy, tmp, args))
         r["workload"] = w.stem
-        runs.append(r)
-        ran, hits = ran + (not hit), hits + hit
+        rr = None
         if not args.no_replay and mode in REPLAY_MODES and policy not in PEER_POLICIES:
             key = cache_key("replay", wv, mode, policy, code_v, sim_v, str(args.interval), str(args.lookahead))
             rr, _ = cached(cache, key, lambda tmp: replay(w, sim, mode, policy, args))
             rr["workload"] = w.stem
-            replays.append(rr)
         bar.update(1)
+        bar.set_postfix_str(f"{w.stem} {mode} {policy} done")
+        return r, hit, rr
+
+    from concurrent.futures import ThreadPoolExecutor
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            results = list(pool.map(one, tasks))
+    except RuntimeError as exc:
+        bar.close()
+        print(f"peer_pollux: error: {exc}", file=sys.stderr)
+        return 1
     bar.close()
+    order = {t: i for i, t in enumerate((w.stem, m, p) for w in workloads for m, p in pairs)}
+    results.sort(key=lambda x: order[(x[0]["workload"], x[0]["mode"], x[0]["policy"])])
+    runs = [r for r, _, _ in results]
+    replays = [rr for _, _, rr in results if rr is not None]
+    hits = sum(hit for _, hit, _ in results)
+    ran = len(results) - hits
     doc = {"command": "python " + shlex.join([os.path.relpath(__file__, ROOT), *(argv if argv is not None else sys.argv[1:])]),
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": {"cpu": cpu_model(), "nproc": len(os.sched_getaffinity(0)), "python": platform.python_version()},
@@ -441,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     if plot(doc, picture):
         doc["plot"] = os.path.relpath(picture, report.parent)
     for path, text in ((out, json.dumps(doc, indent=1)), (report, markdown(doc))):
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
