@@ -30,6 +30,7 @@ beside it (``--report``, default ``benchmarks/PEER.md``) and a picture of the av
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import hashlib
 import json
@@ -83,21 +84,29 @@ def check_simulator(folder: Path) -> None:
         raise BadInput(f"{folder}: not the Pollux simulator folder (missing {', '.join(missing)})")
 
 
-def check_workload(path: Path) -> bytes:
-    """The workload's bytes, after checking it is a CSV with the simulator's columns."""
+def check_workload(path: Path, sim: Path, gpus: int = 64) -> bytes:
+    """The workload's bytes, after checking every row as the converter reads it (the
+    columns, numbers, applications, batch sizes inside the measured range) and that each
+    gang fits the simulator's cluster of ``gpus`` GPUs: a bad row stops the benchmark
+    before anything runs, instead of failing (or never running the job) in the simulator."""
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
+        data.decode("utf-8")
     except FileNotFoundError:
         raise BadInput(f"{path}: no such workload file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read the workload: {exc}") from None
-    rows = list(csv.reader(text.splitlines()))
-    need = ("name", "time", "application", "num_replicas", "batch_size")
-    if not rows or any(c not in rows[0] for c in need):
-        raise BadInput(f"{path}:row 1: the header must name {','.join(need)}")
-    if len(rows) < 2:
-        raise BadInput(f"{path}: no jobs")
+    from placement.fields import InstanceError
+    from placement.traces.pollux import read_pollux_workload
+    try:
+        for mode in REPLAY_MODES:
+            jobs = read_pollux_workload(path, sim / "traces", mode)
+    except InstanceError as exc:
+        raise BadInput(str(exc)) from None
+    for i, job in enumerate(jobs, start=2):
+        if job.min_workers > gpus:
+            raise BadInput(f"{path}:row {i}:num_replicas: {job.min_workers} GPUs, more than the "
+                           f"simulator's cluster has ({gpus})")
     return data
 
 
@@ -177,9 +186,31 @@ def tree_hash(paths: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def code_hash(paths: list[Path]) -> str:
+    """A hash of what Python files do: each one's syntax tree without its docstrings, so a
+    corrected sentence in a docstring does not throw away hours of runs, while any change
+    of code does."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        h.update(str(p.relative_to(ROOT)).encode())
+        h.update(ast.dump(tree).encode())
+    return h.hexdigest()[:16]
+
+
 def code_version() -> str:
-    """A hash of the project's library code (uncommitted changes included)."""
-    return tree_hash([p for d in ("placement", "solvers") for p in (ROOT / d).rglob("*.py")])
+    """The project's library code (uncommitted changes included)."""
+    return code_hash([p for d in ("placement", "solvers") for p in (ROOT / d).rglob("*.py")])
+
+
+def runner_version() -> str:
+    """The runner's own code, part of every run's key (it measures the peers' runs too)."""
+    return code_hash([ROOT / "placement" / "integrations" / "pollux.py"])
 
 
 def simulator_version(folder: Path) -> str:
@@ -274,6 +305,11 @@ def targets(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      and x["policy"] == twin), None)
         if ours is None or not r["average_jct"] or ours["average_jct"] is None:
             continue
+        if r["unfinished"] or ours["unfinished"]:
+            out.append({"workload": r["workload"], "mode": r["mode"], "peer": r["policy"], "ours": twin,
+                        "peer_jct": r["average_jct"], "our_jct": ours["average_jct"], "ratio": None,
+                        "met": False})
+            continue
         ratio = ours["average_jct"] / r["average_jct"]
         out.append({"workload": r["workload"], "mode": r["mode"], "peer": r["policy"], "ours": twin,
                     "peer_jct": r["average_jct"], "our_jct": ours["average_jct"], "ratio": ratio,
@@ -293,7 +329,9 @@ def markdown(doc: dict[str, Any]) -> str:
          "simulator's own policies; the others are ours, through `placement.integrations.pollux` "
          "(docs/online.md, \"Peer arena\", says what each mode gives them and what the translation "
          "to our model loses). Our `tiresias` runs with the peer's constants (one 57,600 GPU-s "
-         "threshold, no promotion). Average JCT is over all jobs, in seconds; restarts are the "
+         "threshold, no promotion). Average JCT is over the jobs that finished, in seconds (a run "
+         "stops after 30 simulated days; the `unfinished` column counts the jobs left then, and "
+         "an average over fewer jobs is marked \u2020 and not compared); restarts are the "
          "simulator's re-allocations; decision time is the wall time of one `optimize` call.", ""]
     tg = targets(runs)
     if tg:
@@ -301,8 +339,9 @@ def markdown(doc: dict[str, Any]) -> str:
               "| workload | mode | peer | peer avg JCT (s) | ours | our avg JCT (s) | ours / peer | within 15% |",
               "|---|---|---|---:|---|---:|---:|---|"]
         for t in tg:
+            ratio = "unfinished jobs" if t["ratio"] is None else f"{t['ratio']:.3f}"
             L.append(f"| {t['workload']} | {t['mode']} | `{t['peer']}` | {_s(t['peer_jct'])} | `{t['ours']}` | "
-                     f"{_s(t['our_jct'])} | {t['ratio']:.3f} | {'yes' if t['met'] else '**no**'} |")
+                     f"{_s(t['our_jct'])} | {ratio} | {'yes' if t['met'] else '**no**'} |")
         L.append("")
     for wl in dict.fromkeys(r["workload"] for r in runs):
         for mode in dict.fromkeys(r["mode"] for r in runs if r["workload"] == wl):
@@ -315,9 +354,10 @@ def markdown(doc: dict[str, Any]) -> str:
                   "our simulator: avg JCT (s) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for r in sorted(rs, key=lambda r: (r["average_jct"] is None, r["average_jct"] or 0)):
                 rel = (f"{r['average_jct'] / peer['average_jct']:.3f}" if peer and r["average_jct"]
-                       and peer["average_jct"] else "-")
+                       and peer["average_jct"] and not r["unfinished"] and not peer["unfinished"] else "-")
                 ours = rep.get(r["policy"])
-                L.append(f"| `{r['policy']}` | {_s(r['average_jct'])} | {rel} | {len(r['unfinished'])} | "
+                mark = " \u2020" if r["unfinished"] else ""
+                L.append(f"| `{r['policy']}` | {_s(r['average_jct'])}{mark} | {rel} | {len(r['unfinished'])} | "
                          f"{_s(r['makespan'])} | {r['restarts']} | {r['decision_median_s'] * 1e3:.1f} | "
                          f"{r['decision_p95_s'] * 1e3:.1f} | {r['wall_s']:.0f} | "
                          f"{_s(ours['average_jct']) if ours else '-'} |")
@@ -364,8 +404,10 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
     fig.suptitle("Peer arena (grey: the peer's own policy)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp, dpi=110)
     plt.close(fig)
+    os.replace(tmp, path)
     return True
 
 
@@ -393,7 +435,13 @@ def main(argv: list[str] | None = None) -> int:
         sim = Path(args.simulator)
         check_simulator(sim)
         workloads = [Path(w) for w in args.workload]
-        contents = {w: check_workload(w) for w in workloads}
+        if args.interval < 1 or args.lookahead < 1:
+            raise BadInput(f"--interval and --lookahead must be >= 1, got {args.interval} and {args.lookahead}")
+        stems = [w.stem for w in workloads]
+        if len(set(stems)) < len(stems):
+            raise BadInput(f"two workloads share the name {next(x for x in stems if stems.count(x) > 1)!r} "
+                           "(reports and the cache tell workloads apart by file name)")
+        contents = {w: check_workload(w, sim) for w in workloads}
         pairs = plan(args)
         for p in (out, report):
             if p.is_dir():
@@ -406,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    code_v, sim_v = code_version(), simulator_version(sim)
+    code_v, sim_v, run_v = code_version(), simulator_version(sim), runner_version()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     from tqdm import tqdm
     # ours first, the peers' last: a peer run is the same whatever our code, so it is the
@@ -417,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(task: tuple[Path, str, str]) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
         w, mode, policy = task
         wv = hashlib.sha256(contents[w]).hexdigest()
-        who = "peer" if policy in PEER_POLICIES else code_v
+        who = "peer:" + run_v if policy in PEER_POLICIES else code_v
         key = cache_key("run", wv, mode, policy, who, sim_v, str(args.interval), str(args.lookahead))
         r, hit = cached(cache, key, lambda tmp: run_in_peer(py, sim, w, mode, policy, tmp, args))
         r["workload"] = w.stem
@@ -461,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         os.replace(tmp, path)
     print(f"wrote {out} and {report}", file=sys.stderr)
     for t in doc["targets"]:
-        print(f"{t['workload']} {t['mode']}: {t['ours']} / {t['peer']} = {t['ratio']:.3f} "
+        ratio = "unfinished jobs" if t["ratio"] is None else f"{t['ratio']:.3f}"
+        print(f"{t['workload']} {t['mode']}: {t['ours']} / {t['peer']} = {ratio} "
               f"({'within' if t['met'] else 'OUTSIDE'} +-15%)", file=sys.stderr)
     return 0
 
