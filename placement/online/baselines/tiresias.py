@@ -28,9 +28,13 @@ class Tiresias:
        (the paper's promotion knob, ``solve_starvation`` in its simulator; default 8,
        one of the values the simulator's run scripts sweep; None turns it off, as the
        Pollux artifact's Tiresias runs).
-    3. Order: Q0 first; inside a queue first come, first served (arrival, then id): the
-       simulator fills each queue in the order jobs entered the system, so a waiting job
-       that arrived earlier goes ahead of a running one of the same queue (it preempts).
+    3. Order: Q0 first; inside a queue first come, first served (arrival, then id), so a
+       waiting job that arrived earlier goes ahead of a running one of the same queue
+       (it preempts). The simulators differ in the details: the Pollux artifact's
+       Tiresias keeps Q0 in arrival order but Q1 in order of demotion; the Tiresias
+       authors' simulator (run_sim.py, ``dlas_sim_jobs``) moves the jobs left waiting
+       after each round behind the running ones. This implementation follows neither
+       detail.
     4. Gang scheduling: a job runs with exactly its requested ``max_workers`` (capped at
        the most the empty cluster holds, so no job waits forever) and ``min_ps`` PSs, or
        not at all; Tiresias never changes a job's worker count. Jobs that do not fit are
@@ -39,10 +43,12 @@ class Tiresias:
     5. Placement, with the paper's skip-consolidation rule: a job is consolidation-
        sensitive when spreading slows its mini-batch by more than ``skip_below`` (10%;
        the paper's test is the model's tensor-size skew, here the model's own
-       communication share: batch_time(worker_gbps) / batch_time(best local_gbps) - 1).
+       communication share: batch_time(worker_gbps) / batch_time(best local_gbps) - 1,
+       so this rule reads the job's speed, which the rest of Tiresias never does).
        A sensitive job runs on one machine whenever one machine of the cluster could
        hold its gang, and waits otherwise; the others go local first, else in the
-       smallest subtree.
+       smallest subtree. (The Pollux artifact's Tiresias has no such rule: it takes
+       GPUs from the emptiest nodes whatever the model.)
 
     In the peer arena (``benchmarks/peer_pollux.py``) it runs with the constants of the
     peer's own Tiresias (the Pollux artifact's tiresias.py: one threshold of
