@@ -185,8 +185,6 @@ class PolluxAdapter:
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
             job = self._job(name, info, truth[name], t, per_node)
-            if job is None:
-                continue
             if name in open_ids:
                 sched.revise(job)
                 self.revisions += 1
@@ -216,7 +214,7 @@ class PolluxAdapter:
         return self._scheduler
 
     # ----- one job in our model --------------------------------------------------------------
-    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int) -> Job | None:
+    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int) -> Job:
         app = sim_job.application
         target = sim_job.target_batch_size or app.init_batch_size
         work = float(app.get_progress(app.get_completion_epoch(target) + 1))
@@ -227,12 +225,15 @@ class PolluxAdapter:
         local_pl, spread_pl = reference_placements(count, per_node, elastic=self.mode != "fixed")
         local_rate = progress_rate(sim_job, local_pl)
         spread_rate = progress_rate(sim_job, spread_pl) if spread_pl else None
+        known = self._scheduler.open_jobs.get(name) if self._scheduler is not None else None
         if not local_rate or (spread_pl and not spread_rate):
-            return None  # no measured speed there: the job waits this slot
+            if known is not None:
+                return known  # no speed at this epoch: keep the last one measured
+            raise PeerError(f"job {name}: the {app.name} traces give no speed at batch size "
+                            f"{target} on {local_pl} or {spread_pl}")
         speed = linear_speed(local_rate, sum(local_pl), spread_rate,
                              sum(spread_pl) if spread_pl else None,
                              local_gbps=LOCAL_GBPS, worker_gbps=WORKER_GBPS)
-        known = self._scheduler.open_jobs.get(name) if self._scheduler is not None else None
         arrival = known.arrival if known is not None else t  # the slot it is first seen in
         return Job(id=name, arrival=arrival, work_batches=work,
                    batch_seconds=speed.batch_seconds, gradient_mb=speed.gradient_mb,
@@ -309,7 +310,7 @@ def read_workload(path: str | os.PathLike) -> Any:
     return frame
 
 
-def _check_rows(frame: Any, path: Path, apps: Mapping[str, Any]) -> None:
+def _check_rows(frame: Any, path: Path, apps: Mapping[str, Any], gpus: int) -> None:
     for i, row in enumerate(frame.itertuples(), start=2):
         where = f"{path}:row {i}"
         if row.application not in apps:
@@ -320,6 +321,14 @@ def _check_rows(frame: Any, path: Path, apps: Mapping[str, Any]) -> None:
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (
                     col != "time" and (v < 1 or v != int(v))):
                 raise PeerError(f"{where}:{col}: must be a {'number >= 0' if col == 'time' else 'whole number >= 1'}, got {v!r}")
+        app = apps[row.application]
+        lo, hi = min(app.validation), max(app.validation)
+        if not lo <= row.batch_size <= hi:
+            raise PeerError(f"{where}:batch_size: {row.batch_size} is outside the measured "
+                            f"{lo}..{hi} of {row.application}")
+        if row.num_replicas > gpus:
+            raise PeerError(f"{where}:num_replicas: {row.num_replicas} GPUs, more than the "
+                            f"cluster's {gpus}")
     if frame.name.duplicated().any():
         raise PeerError(f"{path}: duplicate job name {frame.name[frame.name.duplicated()].iloc[0]!r}")
 
@@ -336,7 +345,10 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
     warnings.filterwarnings("ignore", category=FutureWarning)  # the peer's pandas idioms
     sim = load_simulator(simulator)
     frame = read_workload(workload)
-    _check_rows(frame, Path(workload), sim.applications.APPLICATIONS)
+    if min(nodes, gpus, interval, lookahead) < 1:
+        raise PeerError(f"nodes, gpus, interval and lookahead must be >= 1, got {nodes}, {gpus}, "
+                        f"{interval}, {lookahead}")
+    _check_rows(frame, Path(workload), sim.applications.APPLICATIONS, nodes * gpus)
     holder: dict[str, Any] = {}
     clock = lambda: holder["cluster"].current_time  # noqa: E731
     times: list[float] = []

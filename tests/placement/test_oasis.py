@@ -217,3 +217,22 @@ def test_admit_all_runs_every_job_and_plain_policies_report_no_admission():
     assert plain.admitted_average_jct is None and plain.admitted_utility is None
     assert plain.admitted == tuple(plain.jct)
     assert np.isfinite(plain.average_jct)
+
+
+def test_a_job_that_cannot_be_replanned_is_rejected_or_waits():
+    # j ran before (last_ran 0), so commit re-plans it; every slot is fully reserved by
+    # others (no GPU left), so no plan completes even in 8x its window. OASiS rejects it
+    # (and says so); admit-all commits to waiting this slot, to be planned again next slot.
+    topo = B.single(B.machine("m0", gpu=2, cpu=16))
+    j = B.job("j", max_workers=1, work_batches=20)
+    hog = B.job("hog", max_workers=2, work_batches=1e9, ps={})
+    v = state_view(1, topo, j, hog)
+    v = View(v.t, v.instance, {**v.jobs, "j": JobState(j, 5.0, 10.0, {}, 0)}, v.lookahead)
+
+    def full(t: int) -> Residual:
+        res = Residual(v.instance)
+        res.place(hog, {"m0": (2, 0)})
+        return res
+    oasis, admit_all = OASiS(L=30.0, U=30.0), OASiSAdmitAll(L=30.0, U=30.0)
+    assert oasis.commit(v, "j", full) == {} and "j" in oasis.rejected
+    assert admit_all.commit(v, "j", full) == {1: {}} and admit_all.rejected == frozenset()

@@ -118,6 +118,7 @@ cifar10-0,53,cifar10,6,2048
 ncf-7,700,ncf,1,32768
 ncf-8,760,ncf,2,32768
 cifar10-9,900,cifar10,2,1024
+ncf-99,40000,ncf,2,32768
 """
 
 
@@ -135,10 +136,30 @@ def test_adapter_runs_a_few_jobs_in_the_peer_simulator(tmp_path, mode, policy):
     assert p.returncode == 0, p.stderr[-2000:]
     run = json.loads(out.read_text())
     assert run["policy"] == policy and run["mode"] == mode
-    assert sorted(run["jcts"]) == ["cifar10-0", "cifar10-9", "ncf-7", "ncf-8"] and not run["unfinished"]
-    assert all(v > 0 for v in run["jcts"].values())
-    assert run["average_jct"] == pytest.approx(sum(run["jcts"].values()) / 4)
+    # ncf-99 comes long after the others finished: the simulator skips the idle slots
+    # (no optimize call) and the adapter must step over them
+    assert sorted(run["jcts"]) == ["cifar10-0", "cifar10-9", "ncf-7", "ncf-8", "ncf-99"]
+    assert not run["unfinished"] and all(v > 0 for v in run["jcts"].values())
+    assert run["average_jct"] == pytest.approx(sum(run["jcts"].values()) / 5)
     assert run["drops"] == 0 and run["decisions"] > 0
+
+
+@pytest.mark.parametrize("row, match", [
+    ("cifar10-1,60,cifar10,2,64", "row 3:batch_size: 64 is outside the measured 128..4096"),
+    ("cifar10-1,60,cifar10,65,2048", "row 3:num_replicas: 65 GPUs, more than the cluster's 64"),
+])
+def test_adapter_refuses_a_row_the_simulator_cannot_run(tmp_path, row, match):
+    py = _needs_peer()
+    workload = tmp_path / "bad.csv"
+    workload.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,53,cifar10,6,2048\n"
+                        + row + "\n")
+    out = tmp_path / "x.json"
+    p = subprocess.run([str(py), "-m", "placement.integrations.pollux", "--simulator", str(SIMULATOR),
+                        "--workload", str(workload), "--mode", "fixed", "--policy", "greedy",
+                        "--out", str(out)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert p.returncode == 2 and match in p.stderr, p.stderr[-500:]
+    assert "Traceback" not in p.stderr and not out.exists()
 
 
 def test_adapter_refuses_a_peer_policy_outside_its_mode(tmp_path):

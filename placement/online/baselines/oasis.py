@@ -176,6 +176,9 @@ class OASiS:
             offer = self.offer(view, job_id, reserved, end=view.t + span * 2 ** grow)
             if offer is not None:
                 return offer.plan
+        if self.admit_all:
+            return {view.t: {}}  # wait this slot and be committed again next slot: never rejected
+        self._rejected.add(job_id)  # an empty commitment is a rejection (OnlineScheduler)
         return {}
 
     def offer(self, view: View, job_id: str, reserved: Callable[[int], Residual],
