@@ -323,7 +323,9 @@ def markdown(doc: dict[str, Any]) -> str:
          f"Command: `{doc['command']}`  ", f"Date: {doc['date']}; machine: {doc['machine']['cpu']}, "
          f"{doc['machine']['nproc']} cores, Python {doc['machine']['python']}; load average "
          f"{doc['load_before']} before, {doc['load_after']} after; project code {doc['code_version']}, "
-         f"simulator files {doc['simulator_version']}; {doc['ran']} runs made now, {doc['cached']} from the cache.", "",
+         f"simulator files {doc['simulator_version']}; {doc['ran']} runs made now, {doc['cached']} from the cache"
+         + (" (their decision and wall times are those measured when each run was made, under the load "
+            "of that time, not now)" if doc["cached"] else "") + ".", "",
          "Every run plays the workload in the peer's own simulator, unchanged (16 nodes x 4 GPUs, "
          f"{doc['interval']}-s interval); only the policy deciding differs. `peer:*` are the "
          "simulator's own policies; the others are ours, through `placement.integrations.pollux` "
@@ -378,8 +380,9 @@ def markdown(doc: dict[str, Any]) -> str:
           "counted in whole 60-s slots from the slot of submission), so its averages differ from "
           "the peer's; what should agree is the order of the policies.",
           "- Clairvoyance: our `greedy`, `lp-rounding`, `optimus`, `drf` and `tetris` see each "
-          "job's remaining work and true speed, as the peer's Optimus+Oracle does; `peer:tiresias`, "
-          "our `tiresias` and `fifo` use neither; `peer:pollux` sees only the speedup it has fitted.",
+          "job's remaining work and true speed, as the peer's Optimus+Oracle does; `peer:tiresias` "
+          "and our `fifo` use neither; our `tiresias` reads only the ratio of a job's spread and "
+          "local speed (its skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
           ""]
     return "\n".join(L)
 
