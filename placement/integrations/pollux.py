@@ -378,9 +378,12 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
     bar = _bar(len(cluster.jobs), f"{Path(workload).stem} {mode} {policy}", progress)
     start = time.perf_counter()
     done = 0
+    counts: dict[str, set[int]] = {}
     while not cluster.all_complete() and cluster.current_time < max_hours * 3600:
         with contextlib.redirect_stdout(io.StringIO()):
             cluster.step(interval)
+        for name, alloc in cluster.allocations.items():
+            counts.setdefault(name, set()).add(len(alloc))
         now = sum(j.completion_time is not None for j in cluster.jobs)
         if bar is not None:
             bar.update(now - done)
@@ -398,6 +401,7 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
             "decision_median_s": statistics.median(times) if times else None,
             "decision_p95_s": _p95(times), "decisions": len(times), "wall_s": wall,
             "restarts": sum((j.num_restarts or 0) for j in cluster.jobs),
+            "replica_counts": {j: sorted(c) for j, c in counts.items()},
             "drops": getattr(getattr(agent, "_scheduler", None), "drops_total", 0)}
 
 

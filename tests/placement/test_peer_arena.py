@@ -142,6 +142,15 @@ def test_adapter_runs_a_few_jobs_in_the_peer_simulator(tmp_path, mode, policy):
     assert not run["unfinished"] and all(v > 0 for v in run["jcts"].values())
     assert run["average_jct"] == pytest.approx(sum(run["jcts"].values()) / 5)
     assert run["drops"] == 0 and run["decisions"] > 0
+    # what the simulator executed: every job got GPUs, a gang exactly its own count
+    requested = {line.split(",")[0]: int(line.split(",")[3]) for line in SMALL.split()[1:]}
+    assert set(run["replica_counts"]) == set(requested)
+    for job, seen in run["replica_counts"].items():
+        assert all(c >= 1 for c in seen)
+        if mode == "fixed":
+            assert seen == [requested[job]], (job, seen)
+        else:
+            assert max(seen) <= 64
 
 
 @pytest.mark.parametrize("row, match", [
