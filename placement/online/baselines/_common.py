@@ -14,7 +14,7 @@ import numpy as np
 
 from placement.instance import Instance, Job
 from placement.online.policy import JobState, TaskDict, View
-from placement.packing import Residual
+from placement.packing import TOL_FIT, Residual
 from placement.progress import batch_time, canonical
 
 Tasks = Mapping[str, tuple[int, int]]
@@ -49,6 +49,14 @@ def share(demand: np.ndarray, totals: np.ndarray) -> float:
     """Dominant share of ``demand``: its largest fraction of any resource's total."""
     used = totals > 0
     return float((demand[used] / totals[used]).max(initial=0.0))
+
+
+def one_machine_holds(res: Residual, job: Job, count: int) -> bool:
+    """Could one machine of the cluster (its capacity, not what is free now) hold
+    ``count`` workers and their PSs?"""
+    alpha, beta = res.demand(job)
+    need = count * alpha + job.min_ps(count) * beta
+    return bool((need <= res.cap + TOL_FIT).all(axis=1).any())
 
 
 def held_vector(res: Residual, job: Job, tasks: Tasks) -> np.ndarray:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from placement.instance import Job
-from placement.online.baselines._common import arrival_order, by_workers, keep_previous, settle
+from placement.online.baselines._common import (arrival_order, by_workers, keep_previous,
+                                                one_machine_holds, settle)
 from placement.online.policy import JobState, TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.packing import Residual
 
 
 class FIFO:
@@ -67,18 +68,10 @@ class FIFO:
     @staticmethod
     def gang(empty: Residual, job: Job) -> int:
         """The job's gang size (rule 1) on the cluster of ``empty`` (an empty slot)."""
-        if FIFO.one_machine_holds(empty, job, job.max_workers) or \
+        if one_machine_holds(empty, job, job.max_workers) or \
                 empty.spread(job, job.max_workers) is not None:
             return job.max_workers
         return min(job.max_workers, max(job.min_workers, empty.max_workers_that_fit(job)))
-
-    @staticmethod
-    def one_machine_holds(res: Residual, job: Job, count: int) -> bool:
-        """Could one machine of the cluster (its capacity, not what is free now) hold
-        ``count`` workers and their PSs?"""
-        alpha, beta = res.demand(job)
-        need = count * alpha + job.min_ps(count) * beta
-        return bool((need <= res.cap + TOL_FIT).all(axis=1).any())
 
     @staticmethod
     def place(res: Residual, state: JobState, count: int) -> TaskDict | None:
@@ -86,7 +79,7 @@ class FIFO:
         subtree; placed into ``res``."""
         job = state.job
         prefer = by_workers(state.previous)
-        if FIFO.one_machine_holds(res, job, count):
+        if one_machine_holds(res, job, count):
             tasks = res.local(job, count, prefer=prefer[0] if prefer else None)
         else:
             tasks = res.spread(job, count, prefer=prefer)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import bisect
 
-from placement.online.baselines._common import by_workers, keep_previous, settle
+from placement.online.baselines._common import by_workers, keep_previous, one_machine_holds, settle
 from placement.online.policy import JobState, TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.packing import Residual
 
 
 class Tiresias:
@@ -133,7 +133,7 @@ class Tiresias:
         if kept is not None:
             return kept
         prefer = by_workers(state.previous)
-        if self._sensitive(view, job) and self._one_machine_holds(res, job, count):
+        if self._sensitive(view, job) and one_machine_holds(res, job, count):
             tasks = res.local(job, count, prefer=prefer[0] if prefer else None)
         else:
             tasks = res.find(job, count, prefer=prefer)
@@ -144,9 +144,3 @@ class Tiresias:
     def _sensitive(self, view: View, job) -> bool:
         best = job.batch_time(view.instance.best_local_gbps)
         return job.batch_time(job.worker_gbps) / best - 1 > self.skip_below
-
-    @staticmethod
-    def _one_machine_holds(res: Residual, job, count: int) -> bool:
-        alpha, beta = res.demand(job)
-        need = count * alpha + job.min_ps(count) * beta
-        return bool((need <= res.cap + TOL_FIT).all(axis=1).any())
