@@ -1,14 +1,17 @@
-"""Strict reading of JSON values: every error names the JSON path and the reason.
+"""Strict reading of JSON values (and the opening of CSV tables): every error names the
+JSON path (or file) and the reason.
 
 Instance and schedule files are both read through these helpers, so a typo, a wrong type
 or a NaN is reported the same way everywhere (``jobs[3].worker.gpu: must be >= 0``).
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -169,3 +172,21 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _DuplicateKey(key)
         out[key] = value
     return out
+
+
+def open_csv(path: str | os.PathLike, expected: str) -> tuple[str, list[str], Iterator[list[str]]]:
+    """A CSV file's name, its header (cells stripped) and a reader of the rows after it;
+    a missing, unreadable or empty file raises :class:`InstanceError` naming the file
+    (``expected`` describes the header, for that message). UTF-8, a BOM allowed."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InstanceError(name, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstanceError(name, f"cannot read: {exc}") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is None:
+        raise InstanceError(name, f"empty file; expected the header {expected}")
+    return name, [h.strip() for h in header], reader

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from placement.fields import InstanceError
+from placement.fields import InstanceError, open_csv
 from placement.instance import Job
 
 __all__ = ["COLUMNS", "PS_RESOURCES", "WORKER_RESOURCES", "read_joblist", "write_joblist"]
@@ -49,18 +49,7 @@ _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|
 
 def read_joblist(path: str | os.PathLike) -> list[Job]:
     """The jobs of a job-list CSV, in file order (format and errors: module docstring)."""
-    name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InstanceError(name, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstanceError(name, f"cannot read: {exc}") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if header is None:
-        raise InstanceError(name, f"empty file; expected the header {','.join(COLUMNS)}")
-    header = [h.strip() for h in header]
+    name, header, reader = open_csv(path, ",".join(COLUMNS))
     _check_header(name, header)
     jobs, rows_of = [], {}
     for cells in reader:

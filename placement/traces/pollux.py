@@ -93,8 +93,6 @@ Errors
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import re
@@ -106,7 +104,7 @@ import numpy as np
 from scipy.interpolate import LinearNDInterpolator
 
 from placement.clusters import star
-from placement.fields import InstanceError
+from placement.fields import InstanceError, open_csv
 from placement.instance import Job
 from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
                                                  useful_count)
@@ -172,18 +170,7 @@ APPLICATIONS: dict[str, AppSettings] = {
 # ----- CSV reading ---------------------------------------------------------------------------
 def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """(line number, {column: cell}) of every non-blank row; ``columns`` must be present."""
-    name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InstanceError(name, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstanceError(name, f"cannot read: {exc}") from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
-    if header is None:
-        raise InstanceError(name, f"empty file; expected the header {','.join(columns)}")
-    header = [h.strip() for h in header]
+    name, header, reader = open_csv(path, ",".join(columns))
     for i, column in enumerate(header):
         if column in header[:i]:
             raise InstanceError(f"{name}:row 1:{column}", "duplicate column")
