@@ -160,8 +160,7 @@ class PolluxAdapter:
         self._sim_jobs = sim_jobs
         self._scheduler: OnlineScheduler | None = None
         self._nodes: tuple = ()
-        self._cap: dict[str, int] = {}     # JobInfo max_replicas the count was found under
-        self._useful: dict[str, int] = {}
+        self._useful: dict[str, tuple[int, int]] = {}  # job -> (JobInfo max_replicas, count)
         self.decision_seconds: list[float] = []
         self.revisions = 0
 
@@ -177,15 +176,15 @@ class PolluxAdapter:
         sched = self._cluster(nodes)
         t = int(round(self._clock() / self.slot_seconds))
         truth = self._sim_jobs()
-        open_ids = set(sched.open_jobs)
-        for name in open_ids - set(jobs):
+        open_jobs = sched.open_jobs
+        for name in set(open_jobs) - set(jobs):
             sched.finish(name)
         while sched.last_slot is not None and sched.last_slot < t - 1:
             sched.step(sched.last_slot + 1)  # the simulator skips slots with no active job
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
-            job = self._job(name, info, truth[name], t, per_node)
-            if name in open_ids:
+            job = self._job(name, info, truth[name], t, per_node, open_jobs.get(name))
+            if name in open_jobs:
                 sched.revise(job)
                 self.revisions += 1
             else:
@@ -214,7 +213,9 @@ class PolluxAdapter:
         return self._scheduler
 
     # ----- one job in our model --------------------------------------------------------------
-    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int) -> Job:
+    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int,
+             known: Job | None) -> Job:
+        """The job in our model now; ``known`` is its last version (None if new)."""
         app = sim_job.application
         target = sim_job.target_batch_size or app.init_batch_size
         work = float(app.get_progress(app.get_completion_epoch(target) + 1))
@@ -225,7 +226,6 @@ class PolluxAdapter:
         local_pl, spread_pl = reference_placements(count, per_node, elastic=self.mode != "fixed")
         local_rate = progress_rate(sim_job, local_pl)
         spread_rate = progress_rate(sim_job, spread_pl) if spread_pl else None
-        known = self._scheduler.open_jobs.get(name) if self._scheduler is not None else None
         if not local_rate or (spread_pl and not spread_rate):
             if known is not None:
                 return known  # no speed at this epoch: keep the last one measured
@@ -245,11 +245,11 @@ class PolluxAdapter:
         """``useful_count`` of the job's rates on the fewest machines, under the JobInfo's
         ``max_replicas``; found again when that cap changes."""
         cap = max(1, min(int(info.max_replicas), MAX_REPLICAS))
-        if self._cap.get(name) != cap:
+        found = self._useful.get(name)
+        if found is None or found[0] != cap:
             rates = [progress_rate(sim_job, packed(w, per_node)) for w in range(1, cap + 1)]
-            self._useful[name] = useful_count(rates) if rates[0] else 1
-            self._cap[name] = cap
-        return self._useful[name]
+            found = self._useful[name] = (cap, useful_count(rates) if rates[0] else 1)
+        return found[1]
 
 
 def progress_rate(sim_job: Any, placement: tuple[int, ...]) -> float | None:
