@@ -81,7 +81,7 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
             break
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
-    from placement.aggregate import formulate_aggregated
+    from placement.formulation.aggregated import formulate_aggregated
     from solvers.lp import solve_lp
 
     window_inst = dataclasses.replace(inst, horizon=len(by_slot)) if len(by_slot) < inst.horizon else inst

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from placement.batch_files import COLUMNS, STAGES, TIME_COLUMNS, BatchError, CsvWriter, Row, read_kept
 from placement.evaluate import validate
 from placement.executors import EXECUTORS, executor as make_executor
-from placement.fields import FileFormatError
+from placement.strict_json import FileFormatError
 from placement.instance import Instance
 from placement.schedule import Schedule
 from placement.solve import SOLVERS, solve

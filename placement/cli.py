@@ -13,7 +13,7 @@ from pathlib import Path
 
 from placement import __version__
 from placement.evaluate import evaluate
-from placement.fields import FileFormatError
+from placement.strict_json import FileFormatError
 from placement.instance import Instance
 from placement.schedule import Schedule
 
@@ -173,7 +173,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"{name:<12} {r.average_jct:>12.6g} {r.p95_jct:>12.6g} {r.makespan:>13.6g} "
                   f"{len(r.unfinished):>10} {r.reconfigurations:>7} {r.decision_time['median']:>20.4f}")
     if args.out:
-        from placement.fields import write_json
+        from placement.strict_json import write_json
         write_json(args.out, {name: r.to_dict(schedule=False) for name, r in results.items()})
         print(f"wrote {args.out}")
     if args.plot:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from placement.instance import TOL, Instance, Job
+from placement.instance import COMPLETE, MB_TO_GB, TOL, Instance, Job
 from placement.schedule import Schedule
 
 __all__ = ["JobOutcome", "Report", "Violation", "evaluate", "score", "validate"]
@@ -208,7 +208,7 @@ class _Evaluation:
         work = np.array([j.work_batches for j in jobs], dtype=float)
         gj, gt = self.gj, self.gt
         bw = np.where(self.local, local_gbps[self.h[self.start]], self.wg[gj])
-        theta = tau[gj] + 2 * grad[gj] * 0.008 / bw
+        theta = tau[gj] + 2 * grad[gj] * MB_TO_GB / bw
         reconf = self._reconfigures()
         effective = np.maximum(0.0, dt - restart[gj] * reconf)
         done = np.zeros((J, T))
@@ -216,7 +216,7 @@ class _Evaluation:
         self.reconf = np.zeros((J, T), dtype=bool)
         self.reconf[gj, gt] = reconf
         cum = np.cumsum(done, axis=1)
-        reached = cum >= (work * (1 - 1e-9))[:, None]
+        reached = cum >= (work * COMPLETE)[:, None]
         self.finished = reached.any(axis=1)
         self.completion = np.where(self.finished, reached.argmax(axis=1), -1)
         self.remaining = np.where(self.finished, 0.0, np.maximum(0.0, work - cum[:, -1]))
@@ -338,8 +338,7 @@ class _Evaluation:
             if self.finished[i]:
                 jct = (self.completion[i] + 1) * dt - job.arrival * dt
             else:
-                theta_local = job.batch_time(inst.best_local_gbps)
-                jct = (T - job.arrival) * dt + self.remaining[i] * theta_local / job.max_workers
+                jct = (T - job.arrival) * dt + inst.unfinished_seconds(job, self.remaining[i])
             outcomes.append(JobOutcome(job.id, bool(self.finished[i]),
                                        int(self.completion[i]) if self.finished[i] else None,
                                        float(jct), float(self.remaining[i]),

@@ -84,7 +84,7 @@ from importlib import resources as package_files
 import numpy as np
 
 from placement import clusters
-from placement.instance import MB_TO_GB, TOL, Instance, Job
+from placement.instance import COMPLETE, MB_TO_GB, TOL, Instance, Job
 from placement.schedule import Allocation, Schedule
 from placement.topology import Topology
 
@@ -401,7 +401,7 @@ def _first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, 
             lost = job.restart_seconds if t == start else 0.0
             done[k] += w * max(0.0, slot_seconds - lost) / theta
             by_slot.setdefault(t, []).append(Allocation(job.id, topology.machines[h].id, w, s))
-            if done[k] >= job.work_batches * (1 - 1e-9):
+            if done[k] >= job.work_batches * COMPLETE:
                 completion[k] = t
                 free[h] += need
                 del placed[k]

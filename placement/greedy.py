@@ -17,22 +17,21 @@ Rules, slot by slot, over the jobs that have arrived and not completed:
    ``min_ps`` PSs sit on the workers' machines first.
 4. A job that completes this slot keeps only the workers it needs to complete it.
 
-These are exactly rules c and d of :func:`placement.realise.realise` with an empty plan,
-so the baseline *is* ``realise(instance, Plan(horizon))``: it shares the same packing and
-the same final validation.
+These are exactly rules c and d of :mod:`placement.slot_rules` with an empty intent, so
+the baseline *is* the chain ``[SlotRules, EmptyIntent]``: it shares the same packing and
+the same referee check.
 """
 from __future__ import annotations
 
+from placement.chain import Chain, EmptyIntent, SlotRules
 from placement.instance import Instance
-from placement.plan import Plan
-from placement.realise import realise
 from placement.schedule import Schedule
 
 __all__ = ["greedy"]
 
 
 def greedy(instance: Instance) -> Schedule:
-    """The greedy baseline schedule (rules in the module docstring); always valid."""
-    schedule = realise(instance, Plan(instance.horizon), fill=True)
+    """The greedy baseline schedule (rules in the module docstring), refereed."""
+    schedule = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance).schedule
     schedule.extra["solver"] = "greedy"
     return schedule

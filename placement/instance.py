@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from placement.fields import Fields, InstanceError, fail, join, read_json, vector, write_json
+from placement.strict_json import Fields, InstanceError, fail, join, read_json, vector, write_json
 from placement.topology import Link, Machine, Switch, Topology
 
 __all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology"]
@@ -24,6 +24,8 @@ __all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Top
 TOL = 1e-9
 #: Megabytes to gigabits (MB * 8 / 1000).
 MB_TO_GB = 0.008
+#: MODEL.md's completion test: a job completes once its batches reach work_batches x COMPLETE.
+COMPLETE = 1 - TOL
 
 _JOB_REQUIRED = ("id", "arrival", "work_batches", "batch_seconds", "worker", "ps", "max_workers",
                  "worker_gbps", "ps_gbps")
@@ -232,3 +234,8 @@ class Instance:
     def best_local_gbps(self) -> float:
         """The largest ``local_gbps``: the rate MODEL.md uses to charge unfinished jobs."""
         return max(m.local_gbps for m in self.topology.machines)
+
+    def unfinished_seconds(self, job: Job, remaining: float) -> float:
+        """MODEL.md's charge beyond the horizon for ``remaining`` batches of an unfinished
+        job: the time they take at max_workers on the fastest machine."""
+        return remaining * job.batch_time(self.best_local_gbps) / job.max_workers

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from placement.instance import Instance, Job
+from placement.instance import COMPLETE, Instance, Job
 
 #: machine id -> (workers, ps); entries with 0/0 are not tasks.
 Tasks = Mapping[str, tuple[int, int]]
+#: the same, as a dict a policy or the slot rules return
+TaskDict = dict[str, tuple[int, int]]
 
 
 def canonical(tasks: Tasks) -> frozenset[tuple[str, int, int]]:
@@ -66,6 +68,6 @@ class ProgressTracker:
         for job_id, tasks in placed.items():
             job = jobs[index[job_id]]
             self.done[job_id] = self.done.get(job_id, 0.0) + self.would_do(job, tasks)
-            if self.done[job_id] >= job.work_batches * (1 - 1e-9) and job_id not in self.completed:
+            if self.done[job_id] >= job.work_batches * COMPLETE and job_id not in self.completed:
                 self.completed[job_id] = t
         self.last = {j: dict(tasks) for j, tasks in placed.items() if canonical(tasks)}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement.fields import Fields, ScheduleError, integer, join, read_json, write_json
+from placement.strict_json import Fields, ScheduleError, integer, join, read_json, write_json
 
 __all__ = ["Allocation", "Schedule", "ScheduleError", "Slot"]
 

@@ -32,7 +32,7 @@ from typing import Any, Union
 import numpy as np
 
 from placement.evaluate import Report, Violation, evaluate
-from placement.instance import Instance, InstanceError, Job
+from placement.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
 from placement.online.scheduler import OnlineScheduler
 from placement.progress import ProgressTracker
@@ -408,7 +408,7 @@ class _Run:
         self.model.advance(t, placed)
         for job_id in placed:
             self.sched.report(job_id, self.truth[job_id])
-            if self.truth[job_id] >= self.jobs[job_id].work_batches * (1 - 1e-9):
+            if self.truth[job_id] >= self.jobs[job_id].work_batches * COMPLETE:
                 self.completion[job_id] = t
                 self.sched.finish(job_id)
 
@@ -477,8 +477,7 @@ class _Run:
         if job.id in self.completion:
             return (self.completion[job.id] + 1) * dt - job.arrival * dt
         remaining = max(0.0, job.work_batches - self.truth.get(job.id, 0.0))
-        return ((instance.horizon - job.arrival) * dt
-                + remaining * job.batch_time(instance.best_local_gbps) / job.max_workers)
+        return (instance.horizon - job.arrival) * dt + instance.unfinished_seconds(job, remaining)
 
 
 # ----- plots -----------------------------------------------------------------------------------

@@ -1,34 +1,31 @@
 """``placement.solve``: one entry point for every method, one result type.
 
+Every method runs through :class:`placement.chain.Chain`:
+
 - ``rounding`` (default): LP relaxation of the MPC-IP -> randomized rounding trials (with
-  the engine's per-solve guarantee) -> decode -> realise (repair to MODEL.md validity and
-  re-use of freed capacity) -> the best trial by MODEL.md score;
+  the engine's per-solve guarantee) -> decode -> slot rules (repair to MODEL.md validity
+  and re-use of freed capacity) -> referee -> the best trial by MODEL.md score;
 - ``greedy``: the baseline (shortest remaining work first, local first);
 - ``exact``: the time-indexed ILP (exact when no job has restart time; else a relaxation);
 - ``lp-bound``: only the lower bound.
 
-Every schedule returned has passed :func:`placement.evaluate.validate`.
+Every schedule returned has passed the chain's referee (:func:`placement.evaluate.evaluate`),
+once.
 """
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from placement.aggregate import formulate_aggregated
-from placement.evaluate import Report, evaluate
-from placement.formulation import formulate
+from placement.chain import Chain, ChainStop, EmptyIntent, Formulate, Round, SlotRules, SolveLP
+from placement.evaluate import Report
+from placement.exact_referee import solve_exact_model
 from placement.instance import Instance
 from placement.schedule import Schedule
-from solvers.guarantee import Guarantee, compute_guarantee
-from solvers.lp import solve_lp
+from solvers.guarantee import Guarantee
 from solvers.result import Status
-from solvers.rounding import plan_rounding, round_most_likely, round_trials
-
-logger = logging.getLogger(__name__)
 
 SOLVERS = ("rounding", "greedy", "exact", "lp-bound")
 MODELS = ("auto", "per-machine", "aggregated")
@@ -99,7 +96,8 @@ def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_l
     if model not in MODELS:
         raise SolveError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     if not instance.jobs:
-        return _finish(instance, Schedule((), instance.name), solver, "optimal", 0.0, "lp", None, {},
+        empty = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
+        return _finish(instance, empty.schedule, empty.report, solver, "optimal", 0.0, "lp", None, {},
                        message="no jobs")
     if model == "auto":
         triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
@@ -122,77 +120,55 @@ def _check_args(solver: str, seed: Any, time_limit: Any, trials: Any) -> None:
         raise SolveError(f"trials must be a positive integer, got {trials!r}")
 
 
-def lp_bound(instance: Instance, time_limit: float | None = None, model: str = "per-machine"
-             ) -> tuple[float | None, Any, Any, dict]:
-    """The LP lower bound, the formulation and the LP result (None bound if the LP failed)."""
-    t0 = time.perf_counter()
-    problem, decoder = (formulate if model == "per-machine" else formulate_aggregated)(instance)
-    t1 = time.perf_counter()
-    lp = solve_lp(problem, time_limit=time_limit)
-    timings = {"formulate": t1 - t0, "lp": time.perf_counter() - t1}
-    if lp.status is not Status.OPTIMAL or lp.bound is None:
-        return None, (problem, decoder), lp, timings
-    return float(lp.bound), (problem, decoder), lp, timings
+def _lp_bound(instance: Instance, model: str) -> tuple[float | None, dict[str, float]]:
+    """The LP lower bound (None if the LP failed) and the chain's timings."""
+    try:
+        _, trace = Chain([Formulate(model), SolveLP()]).apply(instance)
+    except ChainStop as stop:
+        return None, stop.trace.timings
+    return trace.bound, trace.timings
 
 
 def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, model: str,
               bound_only: bool) -> Solution:
-    start = time.perf_counter()
-    bound, (problem, decoder), lp, timings = lp_bound(instance, time_limit, model)
-    if bound is None:
-        cert = Certificate("lp-bound" if bound_only else "rounding", "error", None, None, None, None, timings,
-                           message=f"LP relaxation: {lp.status.value} ({lp.message})", model=model)
-        return Solution(None, None, cert)
+    name = "lp-bound" if bound_only else "rounding"
+    steps = [Formulate(model), SolveLP(time_limit)] + ([] if bound_only else [Round(trials, seed)])
+    chain = Chain(steps if bound_only else [SlotRules(), *steps])
+    try:
+        if bound_only:
+            _, trace = chain.apply(instance)
+        else:
+            out = chain.run(instance, time_limit=time_limit)
+            trace = out.trace
+    except ChainStop as stop:
+        return Solution(None, None, Certificate(name, "error", None, None, None, None, stop.trace.timings,
+                                                message=str(stop), model=model))
+    if trace.bound is None:
+        lp = trace.result
+        return Solution(None, None, Certificate(name, "error", None, None, None, None, trace.timings,
+                                                message=f"LP relaxation: {lp.status.value} ({lp.message})",
+                                                model=model))
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", "bound", bound, "lp", None, None, timings, model=model))
-    from placement.realise import realise
-    t0 = time.perf_counter()
-    plan = plan_rounding(problem, lp.x)
-    guarantee = compute_guarantee(problem, plan, lp.objective, trials=trials)
-    rng = np.random.default_rng(seed)
-    candidates = np.vstack([round_most_likely(plan), round_trials(plan, trials, rng)])
-    timings["round"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    best: tuple[float, Schedule] | None = None
-    valid = 0
-    for k, x in enumerate(candidates):
-        # stop before a candidate that would not finish inside the budget (mean time so far);
-        # the first candidate always runs, so there is always a schedule
-        per_candidate = (time.perf_counter() - t0) / k if k else 0.0
-        if time_limit is not None and k > 0 and time.perf_counter() - start + per_candidate > time_limit:
-            logger.info("time budget spent after %d of %d candidates", k, len(candidates))
-            break
-        schedule = realise(instance, decoder.plan(x))
-        violations, report = evaluate(instance, schedule)
-        if violations:
-            raise RuntimeError(f"realise returned an invalid schedule: {violations[0]}")
-        valid += 1
-        if best is None or report.objective < best[0] - 1e-9:
-            best = (report.objective, schedule)
-    timings["decode_realise"] = time.perf_counter() - t0
-    schedule = replace(best[1], extra={"solver": "rounding", "seed": seed})
-    return _finish(instance, schedule, "rounding", "feasible", bound, "lp", guarantee, timings,
-                   seed=seed, trials=trials, valid_trials=valid, model=model)
+        return Solution(None, None, Certificate("lp-bound", "bound", trace.bound, "lp", None, None, trace.timings,
+                                                model=model))
+    schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
+    return _finish(instance, schedule, out.report, "rounding", "feasible", trace.bound, "lp", trace.guarantee,
+                   trace.timings, seed=seed, trials=trials, valid_trials=out.checked, model=model)
 
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
-    from placement.greedy import greedy
-
     timings: dict[str, float] = {}
     bound = None
     if with_bound:
-        bound, _, _, timings = lp_bound(instance, model=model)
-    t0 = time.perf_counter()
-    schedule = greedy(instance)
-    timings["greedy"] = time.perf_counter() - t0
-    schedule = replace(schedule, extra={"solver": "greedy"})
-    return _finish(instance, schedule, "greedy", "feasible", bound, "lp" if bound is not None else None,
-                   None, timings, model=model if bound is not None else None)
+        bound, timings = _lp_bound(instance, model)
+    out = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
+    timings["greedy"] = out.trace.timings["greedy"]
+    schedule = replace(out.schedule, extra={"solver": "greedy"})
+    return _finish(instance, schedule, out.report, "greedy", "feasible", bound,
+                   "lp" if bound is not None else None, None, timings, model=model if bound is not None else None)
 
 
 def _exact(instance: Instance, time_limit: float | None, backend: str) -> Solution:
-    from placement.exact_model import solve_exact_model
-
     out = solve_exact_model(instance, backend=backend, time_limit=60.0 if time_limit is None else time_limit)
     if out.schedule is None:
         cert = Certificate(f"exact:{out.solver}", out.status.value, out.bound, "mip", None, None,
@@ -200,18 +176,16 @@ def _exact(instance: Instance, time_limit: float | None, backend: str) -> Soluti
         return Solution(None, None, cert)
     status = "optimal" if out.status is Status.OPTIMAL and out.exact else "feasible"
     schedule = replace(out.schedule, extra={"solver": f"exact:{out.solver}"})
-    return _finish(instance, schedule, f"exact:{out.solver}", status, out.bound, "mip", None,
-                   dict(out.timings), exact=out.exact, message=out.message)
+    return _finish(instance, schedule, out.report, f"exact:{out.solver}", status, out.bound, "mip",
+                   None, dict(out.timings), exact=out.exact, message=out.message)
 
 
-def _finish(instance: Instance, schedule: Schedule, solver: str, status: str, bound: float | None,
-            bound_source: str | None, guarantee: Guarantee | None, timings: dict[str, float], **extra) -> Solution:
-    """Validate, score, attach the bound: the only way a schedule leaves the pipeline."""
-    violations, report = evaluate(instance, schedule)
-    if violations:
-        raise RuntimeError(f"{solver} produced an invalid schedule: {violations[0]}")
-    if bound is not None:
-        report = report.with_bound(bound)
+def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str, status: str,
+            bound: float | None, bound_source: str | None, guarantee: Guarantee | None,
+            timings: dict[str, float], **extra) -> Solution:
+    """Attach the bound to the referee's report of the chosen schedule: the only way a
+    schedule leaves the pipeline (the chain's referee has checked it once)."""
+    report = report if bound is None else report.with_bound(bound)
     schedule = replace(schedule, instance=instance.name,
                        extra={**schedule.extra, "objective": report.objective,
                               **({"lower_bound": bound} if bound is not None else {})})

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import networkx as nx
 import numpy as np
 
-from placement.fields import Fields, InstanceError, fail, join, vector
+from placement.strict_json import Fields, InstanceError, fail, join, vector
 
 PATH = "topology"
 

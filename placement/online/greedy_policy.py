@@ -1,6 +1,6 @@
 """The project's greedy (placement.greedy) as an online policy: the floor baseline.
 
-Each slot it runs exactly the slot builder of :func:`placement.realise.realise` with an
+Each slot it runs exactly the slot builder of :func:`placement.slot_rules.build_schedule` with an
 empty plan (rules c and d: SRPT/Smith order, keep a running job's tasks unless another
 placement finishes it in fewer slots despite the restart, local first, trim on
 completion) on the View's instance, with a :class:`~placement.progress.ProgressTracker`
@@ -10,7 +10,7 @@ the online run makes the offline greedy's decisions slot for slot.
 from __future__ import annotations
 
 from placement.online.policy import TaskDict, View
-from placement.realise import decide_slot
+from placement.slot_rules import decide_slot
 
 __all__ = ["GreedyPolicy"]
 

@@ -15,14 +15,14 @@ Per slot t:
    measured as if every job kept its current tasks, minus the job's own. The later
    look-ahead slots, which only plan, keep two of them: the current domain (else the
    roomiest machine) and the first rack.
-3. *Window LP*: the aggregated model (``placement.aggregate``: one worker and one PS
+3. *Window LP*: the aggregated model (``placement.formulation.aggregated``: one worker and one PS
    count per job, slot and domain) over slots t..t+window-1 with each job's remaining
    work as reported by the cluster, restricted to those domains; the work a job leaves
    after the window also pays the queueing charge below (``queue_extra``).
 4. *Rounding*: in every job-slot the option with the largest LP weight, its counts
    rounded from their conditional values (the deterministic member of the rounding
    family of ``solvers.rounding``; one trial is what a per-slot decision affords).
-5. *Realise slot t* with the realiser's slot rules (``placement.realise.decide_slot``):
+5. *Realise slot t* with the realiser's slot rules (``placement.slot_rules.decide_slot``):
    each plan normalised and fitted in its domain, kept unchanged when a change would not
    finish the job sooner despite its restart cost, trimmed when the job completes, and
    the capacity left filled shortest remaining work first — across all partitions at once.
@@ -63,14 +63,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from placement.aggregate import formulate_aggregated
+from placement.capacity import Residual
+from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.instance import Instance, Job
 from placement.online.policy import TaskDict, View
-from placement.packing import Residual
-from placement.realise import decide_slot
-from solvers.lp import solve_lp
-from solvers.result import Status
-from solvers.rounding import plan_rounding, round_most_likely
+from placement.slot_rules import decide_slot
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +81,7 @@ def leftover(instance: Instance, jobs: Sequence[Job], remaining: Sequence[float]
     over the capacity, in its dominant resource, at most 1 (module docstring, 'Queueing charge')."""
     cap = instance.capacity_matrix if machines is None else instance.capacity_matrix[machines]
     cap = cap.sum(axis=0)
-    own = np.array([r * job.batch_time(instance.best_local_gbps) / job.max_workers
-                    for job, r in zip(jobs, remaining)], dtype=float)
+    own = np.array([instance.unfinished_seconds(job, r) for job, r in zip(jobs, remaining)], dtype=float)
     share = np.zeros(len(jobs))
     for k, job in enumerate(jobs):
         need = np.array([job.worker.get(r, 0) + job.kappa * job.ps.get(r, 0) for r in instance.resources], dtype=float)
@@ -120,6 +116,16 @@ def queue_extra(load: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return load * behind
 
 
+def _apply(chain: Chain, instance: Instance) -> tuple[list, Trace, ChainStop | None]:
+    """One partition's chain forward; a failed LP is returned, not raised, so the other
+    partitions still decide."""
+    try:
+        candidates, trace = chain.apply(instance)
+    except ChainStop as stop:
+        return [], stop.trace, stop
+    return candidates, trace, None
+
+
 class LPRoundingPolicy:
     """Window LP + rounding + realise, re-optimised every slot (module docstring)."""
 
@@ -151,31 +157,26 @@ class LPRoundingPolicy:
             domains, later = self.candidate_domains(view, parts)
             timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
-            models = []
-            for jobs, machines in parts:
-                clock = time.perf_counter()
-                remaining = {j: view.jobs[j].remaining for j in jobs}
-                extra = None
-                if self.queue_charge:
-                    members = [view.jobs[j].job for j in jobs if remaining[j] > 0]
-                    own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
-                    extra = dict(zip((job.id for job in members),
-                                     queue_extra(load, np.array([job.weight for job in members], dtype=float))))
-                models.append(formulate_aggregated(inst, start=t, end=end, remaining=remaining,
-                                                   domains={j: domains[j] for j in jobs},
-                                                   later_domains={j: later[j] for j in jobs},
-                                                   overflow_extra=extra))
-                timings["formulate"] += time.perf_counter() - clock
+            chains = [self._window_chain(view, jobs, machines, domains, later, end) for jobs, machines in parts]
             clock = time.perf_counter()
-            if self.threads > 1 and len(models) > 1:
+            if self.threads > 1 and len(chains) > 1:
                 with ThreadPoolExecutor(self.threads) as pool:
-                    results = list(pool.map(lambda m: solve_lp(m[0], time_limit=self.time_limit), models))
+                    runs = list(pool.map(_apply, chains, [inst] * len(chains)))
             else:
-                results = [solve_lp(m[0], time_limit=self.time_limit) for m in models]
-            timings["lp"] = time.perf_counter() - clock
-            for (problem, decoder), lp in zip(models, results):
-                for slot, placements in self._round(view, problem, decoder, lp, end).items():
-                    plans.setdefault(slot, {}).update(placements)
+                runs = [_apply(chain, inst) for chain in chains]
+            timings["solve"] = time.perf_counter() - clock
+            for chain, (candidates, trace, stop) in zip(chains, runs):
+                for key in ("formulate", "lp"):
+                    timings[key] += trace.timings.get(key, 0.0)
+                if stop is not None:
+                    self.last_lp_value = None
+                    logger.warning("slot %d: window %s; these jobs follow the slot rules alone", t, stop)
+                    continue
+                if self.last_lp_value is not None:
+                    self.last_lp_value += trace.result.objective
+                intent = chain.invert(candidates[0], trace)
+                for slot in range(t, end):
+                    plans.setdefault(slot, {}).update(intent.slots[slot])
         clock = time.perf_counter()
         placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True)
         timings["realise"] = time.perf_counter() - clock
@@ -212,18 +213,23 @@ class LPRoundingPolicy:
         after = queue_delay(load, weight) if self.queue_charge else 0.0
         return cost + float((weight * (end * dt + own + after)).sum())
 
-    def _round(self, view: View, problem, decoder, lp, end: int) -> dict[int, dict]:
-        """The most likely rounding of one partition's LP, as intended placements per slot."""
-        if lp.status is not Status.OPTIMAL:
-            self.last_lp_value = None
-            logger.warning("slot %d: window LP %s (%s); these jobs follow the slot rules alone",
-                           view.t, lp.status.value, lp.message)
-            return {}
-        if self.last_lp_value is not None:
-            self.last_lp_value += lp.objective
-        x = round_most_likely(plan_rounding(problem, lp.x))
-        slots = decoder.plan(x).slots
-        return {slot: slots[slot] for slot in range(view.t, end)}
+    def _window_chain(self, view: View, jobs: list[str], machines: np.ndarray, domains: dict[str, set[str]],
+                      later: dict[str, set[str]], end: int) -> Chain:
+        """The chain of one partition's window (module docstring, steps 3 and 4): the
+        aggregated model restricted to the candidate domains, its LP, the most likely
+        rounding; inverted, it gives the partition's intent."""
+        inst = view.instance
+        remaining = {j: view.jobs[j].remaining for j in jobs}
+        extra = None
+        if self.queue_charge:
+            members = [view.jobs[j].job for j in jobs if remaining[j] > 0]
+            own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
+            extra = dict(zip((job.id for job in members),
+                             queue_extra(load, np.array([job.weight for job in members], dtype=float))))
+        window = Formulate("aggregated", start=view.t, end=end, remaining=remaining,
+                           domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
+                           overflow_extra=extra)
+        return Chain([window, SolveLP(self.time_limit), Round()])
 
     # ----- partitions and candidates ---------------------------------------------------
     def partitions(self, view: View) -> list[tuple[list[str], np.ndarray]]:

@@ -11,7 +11,7 @@ Two modes (``OnlineScheduler(mode=...)``):
   for slot ``view.t``;
 - ``"commit"`` (OASiS style): when a job arrives, ``commit(view, job_id, reserved)``
   returns its tasks for every future slot, given what earlier commitments hold
-  (``reserved(t)`` is a :class:`placement.packing.Residual` of slot t, already charged
+  (``reserved(t)`` is a :class:`placement.capacity.Residual` of slot t, already charged
   with them); the plan is then executed unchanged.
 """
 from __future__ import annotations
@@ -19,12 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
-from placement.instance import Instance, Job
-from placement.packing import Residual
-from placement.progress import ProgressTracker
+from placement.instance import COMPLETE, Instance, Job
+from placement.capacity import Residual
+from placement.progress import ProgressTracker, TaskDict
 
-#: machine id -> (workers, ps)
-TaskDict = dict[str, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ class View:
         done = {j: s.done for j, s in self.jobs.items()}
         last = {j: dict(s.previous) for j, s in self.jobs.items() if s.previous}
         completed = {j: self.t - 1 for j, s in self.jobs.items()
-                     if s.done >= s.job.work_batches * (1 - 1e-9)}
+                     if s.done >= s.job.work_batches * COMPLETE}
         return ProgressTracker(self.instance, done=done, last=last, completed=completed)
 
 

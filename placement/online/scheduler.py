@@ -9,7 +9,7 @@ to the policy, and enforces MODEL.md on whatever the policy answers:
 - shape (rule 3): min_workers <= W <= max_workers, S >= job.min_ps(W), no PS without
   workers, only known machines and non-negative integer counts;
 - capacity and links (rules 1 and 4): decisions are packed into a fresh
-  :class:`~placement.packing.Residual` in the policy's dict order.
+  :class:`~placement.capacity.Residual` in the policy's dict order.
 
 A decision that breaks a rule is dropped for that slot (the job waits) and logged; it is
 never repaired, so the scheduler never reconfigures a job by itself. Rule 2's end of life
@@ -38,7 +38,7 @@ import numpy as np
 
 from placement.instance import Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict, View
-from placement.packing import Residual
+from placement.capacity import Residual
 from placement.topology import Machine, Topology
 
 __all__ = ["Drop", "MODES", "OnlineScheduler", "STATE_FORMAT"]

@@ -15,7 +15,7 @@ Reading is strict, with the rules of :meth:`placement.instance.Job.from_dict`: a
 unknown, duplicate or missing column, a row with the wrong number of cells, an empty
 cell, text that is not a number, NaN, infinity, a negative or zero value where MODEL.md
 forbids it, a count that is not an integer (``3.0``) or a duplicate id raise
-:class:`~placement.fields.InstanceError` whose path names the file, the row and the
+:class:`~placement.strict_json.InstanceError` whose path names the file, the row and the
 column, e.g. ``jobs.csv:row 4:worker_gpu: must be >= 0, got -1``. Rows are counted as
 lines of the file (the header is row 1), so an editor jumps to them; blank lines are
 skipped. A cell holding an integer literal reads as an int, anything else as a float,
@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from placement.fields import InstanceError, open_csv
+from placement.strict_json import InstanceError, open_csv
 from placement.instance import Job
 
 __all__ = ["COLUMNS", "PS_RESOURCES", "WORKER_RESOURCES", "read_joblist", "write_joblist"]

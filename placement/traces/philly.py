@@ -73,7 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.fields import FileFormatError
+from placement.strict_json import FileFormatError
 from placement.generate import (PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, _batch_time,
                                 _demands, _worker_gbps, load_profiles)
 from placement.instance import Job

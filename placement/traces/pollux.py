@@ -87,7 +87,7 @@ What is lost (details and measurements: docs/model.md)
 Errors
     A missing or unreadable file, a missing column, a row with the wrong number of
     cells, a bad number, an unknown application, a duplicate job name or a row whose
-    configuration has no measured value raise :class:`~placement.fields.InstanceError`
+    configuration has no measured value raise :class:`~placement.strict_json.InstanceError`
     whose path names the file, the row (its line number; the header is row 1) and the
     column, e.g. ``workload.csv:row 4:batch_size: must be a positive integer, got 'x'``.
 """
@@ -104,7 +104,7 @@ import numpy as np
 from scipy.interpolate import LinearNDInterpolator
 
 from placement.clusters import star
-from placement.fields import InstanceError, open_csv
+from placement.strict_json import InstanceError, open_csv
 from placement.instance import Job
 from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
                                                  useful_count)

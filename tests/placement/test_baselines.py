@@ -11,7 +11,7 @@ from placement.evaluate import evaluate, validate
 from placement.instance import Instance, Job
 from placement.online.baselines import BASELINES, DRF, FIFO, OASiS, Optimus, Tetris, Tiresias
 from placement.online.policy import CommittingPolicy, JobState, Policy, View
-from placement.packing import Residual
+from placement.capacity import Residual
 from placement.progress import ProgressTracker, slot_batches
 from placement.schedule import Allocation, Schedule, Slot
 

@@ -17,8 +17,9 @@ import pytest
 
 from placement.clusters import RESOURCES, racks, star
 from placement.evaluate import score, validate
-from placement.exact_model import formulate_exact, solve_exact_model
-from placement.formulation import formulate
+from placement.exact_referee import solve_exact_model
+from placement.formulation.exact import formulate_exact
+from placement.formulation.per_machine import formulate
 from placement.instance import Instance, InstanceError, Job
 from placement.topology import Link, Machine, Switch, Topology
 from solvers.lp import solve_lp
@@ -188,7 +189,7 @@ def test_decoder_drops_tasks_after_the_actual_completion():
     h = inst.topology.machine_index["r1m0"]
     on = (core.job == q) & (core.dom == h) & ((core.machine == h) | (core.machine == -1))
     x[: core.n][on] = 1
-    schedule = decoder.schedule(x)
+    schedule = decoder.decode(x).to_schedule(inst.name)
     assert [s.t for s in schedule.slots] == [0]
     assert validate(inst, schedule) == []
 

@@ -11,12 +11,12 @@ from placement.clusters import RESOURCES, racks
 from placement.evaluate import evaluate, score
 from placement.greedy import greedy
 from placement.instance import Instance, Job
-from placement.plan import Plan
-from placement.realise import realise
+from placement.intent import Intent
+from placement.slot_rules import build_schedule
 from placement.schedule import Schedule
 
 from .conftest import EXAMPLES
-from .test_realise import B, check, random_instances
+from .test_slot_rules import B, check, random_instances
 
 
 @pytest.mark.parametrize("name", ["local", "racks", "bottleneck"])
@@ -44,7 +44,7 @@ def test_greedy_keeps_the_bottleneck_job_inside_one_rack():
 def test_greedy_is_valid_and_agrees_with_the_tracker(inst):
     schedule = greedy(inst)
     check(inst, schedule)
-    assert list(schedule.rows()) == list(realise(inst, Plan(inst.horizon)).rows())
+    assert list(schedule.rows()) == list(build_schedule(inst, Intent(inst.horizon)).rows())
 
 
 def test_running_jobs_are_not_moved_when_a_new_job_fits_beside_them():

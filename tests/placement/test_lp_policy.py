@@ -71,7 +71,7 @@ def test_bad_arguments():
 
 def test_selection_takes_one_of_the_two_candidates():
     # step 6: the LP-guided decision or the slot rules' own, nothing else
-    from placement.realise import decide_slot
+    from placement.slot_rules import decide_slot
     for seed in (11, 12, 13):
         view = view_of(30, "racks:2x4", seed)
         lp_only = LPRoundingPolicy(select_limit=0)
@@ -119,7 +119,7 @@ def test_leftover_is_own_time_and_cluster_share():
 
 def test_overflow_extra_goes_on_q_only():
     import numpy as np
-    from placement.aggregate import formulate_aggregated
+    from placement.formulation.aggregated import formulate_aggregated
     view = view_of(8, "racks:2x4", 5)
     remaining = {j: s.remaining for j, s in view.jobs.items()}
     plain, _ = formulate_aggregated(view.instance, start=0, end=3, remaining=remaining)

@@ -12,7 +12,7 @@ import pytest
 from placement.online.baselines import BASELINES, FIFO, OASiS, OASiSAdmitAll, PriceTerms
 from placement.online.policy import JobState, View
 from placement.online.registry import POLICIES
-from placement.packing import Residual
+from placement.capacity import Residual
 from placement.simulate import simulate
 
 from . import builders as B

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from placement.fields import InstanceError
+from placement.strict_json import InstanceError
 from placement.instance import MB_TO_GB
 from placement.integrations.linear_speed import packed, useful_count
 from placement.simulate import simulate

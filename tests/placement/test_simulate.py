@@ -65,7 +65,7 @@ def test_the_result_is_json(run):
 
 @pytest.mark.parametrize("arrivals", ["generated", "all at 0"])
 def test_greedy_policy_online_equals_the_offline_greedy(arrivals):
-    """The policy runs realise's slot builder on exactly the jobs that have arrived and not
+    """The policy runs the slot rules' builder on exactly the jobs that have arrived and not
     completed, with the model's own progress reported back, so each slot is the offline
     greedy's slot: identical JCTs (given a horizon long enough for the offline run)."""
     inst = generate(jobs=18, cluster="racks:2x4", seed=3)

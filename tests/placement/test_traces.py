@@ -20,7 +20,7 @@ import pytest
 from placement import generate as gen
 from placement.clusters import racks
 from placement.evaluate import evaluate
-from placement.fields import FileFormatError, InstanceError
+from placement.strict_json import FileFormatError, InstanceError
 from placement.generate import first_fit_schedule, generate
 from placement.instance import Job
 from placement.schedule import Allocation, Schedule

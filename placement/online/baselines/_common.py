@@ -14,7 +14,7 @@ import numpy as np
 
 from placement.instance import Instance, Job
 from placement.online.policy import JobState, TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.capacity import TOL_FIT, Residual
 from placement.progress import batch_time, canonical
 
 Tasks = Mapping[str, tuple[int, int]]

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.instance import Instance, Job
+from placement.instance import COMPLETE, Instance, Job
 from placement.online.baselines._common import arrival_order, local_time, workers
 from placement.online.policy import TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.capacity import TOL_FIT, Residual
 from placement.progress import batch_time
 
 
@@ -195,7 +195,7 @@ class OASiS:
         scale = self.scale(slots[0])
         low, high = self.bounds(view, scale)
         prices = [self.prices(res, low, high) for res in slots]
-        need_work = state.remaining * (1 - 1e-9)
+        need_work = state.remaining * COMPLETE
         best: tuple[tuple[float, int, int], Offer] | None = None
         for w in range(job.min_workers, job.max_workers + 1):
             tasks, cost, full, fresh, changed = self._chain(inst, job, w, slots, prices, scale)

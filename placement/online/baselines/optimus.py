@@ -9,7 +9,7 @@ from placement.instance import Job
 from placement.online.baselines._common import (arrival_order, by_workers, keep_previous,
                                                 settle, share, workers)
 from placement.online.policy import JobState, TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.capacity import TOL_FIT, Residual
 from placement.progress import batch_time
 
 

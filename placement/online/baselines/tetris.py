@@ -7,7 +7,7 @@ from placement.instance import Instance, Job
 from placement.online.baselines._common import (arrival_order, local_time, moves_pay, settle,
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
-from placement.packing import TOL_FIT, Residual
+from placement.capacity import TOL_FIT, Residual
 from placement.progress import batch_time, canonical
 
 

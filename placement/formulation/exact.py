@@ -2,7 +2,7 @@
 valid schedule when every job has ``restart_seconds = 0`` (the referee that rounding and
 the online policies are measured against on small instances).
 
-On top of the task variables and rows of :class:`~placement.model_core.Core` over the
+On top of the task variables and rows of :class:`~placement.formulation.tasks.TaskVariables` over the
 whole horizon it adds, per spread option (j, t, v) and populated child c of v, a
 continuous u[j,t,v,c] in [0, 1] with
 
@@ -11,11 +11,11 @@ continuous u[j,t,v,c] in [0, 1] with
 Because w and s are integers, u can reach 1 only on a child that holds a task, so a chosen
 spread domain has tasks under two of its children: it IS the lowest common ancestor of
 the job's machines, and the rates (local or spread) and hose-model link loads of the
-Core rows are exactly MODEL.md's. (u needs no integrality: the integer counts decide it.)
+task rows are exactly MODEL.md's. (u needs no integrality: the integer counts decide it.)
 
 Per job j, for slots t = a_j .. T-1, a binary z[j,t] ("completed by the end of slot t"):
 
-- progress    sum_{t' <= t} sum w * speed >= B_j (1 - 1e-9) z[j,t]  (speed: Core.speed)
+- progress    sum_{t' <= t} sum w * speed >= B_j (1 - 1e-9) z[j,t]  (speed: TaskVariables.speed)
 - monotone    z[j,t] <= z[j,t+1]
 - life        sum_v y[j,t,v] + z[j,t-1] <= 1  (no tasks after completion)
 - remainder   rem_j >= B_j - sum_t sum w * speed - B_j z[j,T-1],  0 <= rem_j <= B_j
@@ -29,7 +29,7 @@ slots before c and Delta * z[j,T-1] adds the completion slot itself: (c - a_j + 
 MODEL.md's JCT, and rem_j = 0 is allowed. If z stays 0 the sum is (T - a_j) Delta and
 rem_j = B_j - (batches done) at the optimum: MODEL.md's charge for an unfinished job.
 Minimisation pushes every z up as far as progress and life allow, so the model optimum
-equals the best score. The per-machine PS bound of Core (at most min_ps(max_workers)) loses
+equals the best score. The per-machine PS bound of the task variables (at most min_ps(max_workers)) loses
 nothing: lowering a larger count to it keeps the machine used, the shape rule met and
 every load no larger.
 
@@ -40,49 +40,36 @@ the MODEL.md optimum, but its schedule (scored with losses) may not be optimal.
 """
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
 import numpy as np
 
-from placement.evaluate import score, validate
-from placement.instance import Instance
-from placement.model_core import Core, Rows
+from placement.formulation.rows import Rows
+from placement.formulation.tasks import TaskVariables
+from placement.instance import COMPLETE, Instance
+from placement.intent import Intent
 from placement.progress import ProgressTracker
-from placement.schedule import Schedule
-from solvers.exact import solve_exact
 from solvers.problem import Problem
-from solvers.result import Status, relative_gap
 
-__all__ = ["ExactDecoder", "ExactOutcome", "formulate_exact", "solve_exact_model"]
-
-#: MODEL.md's completion test: cumulative batches >= B (1 - 1e-9)
-COMPLETE = 1 - 1e-9
-
+__all__ = ["ExactDecoder", "formulate_exact"]
 
 class ExactDecoder:
-    """Inverse of :func:`formulate_exact`: a vector of the Problem back to a valid Schedule."""
+    """Inverse of :func:`formulate_exact`: a vector of the Problem back to an Intent that is
+    already valid (the chain writes it as it stands, see :class:`placement.chain.AsPlanned`)."""
 
-    def __init__(self, core: Core, exact: bool, message: str):
+    def __init__(self, core: TaskVariables, exact: bool, message: str):
         self.core, self.exact, self.message = core, exact, message
 
-    def schedule(self, x: np.ndarray) -> Schedule:
-        """The plan of ``x`` without tasks after each job's actual completion (an incumbent
-        stopped at a time limit may leave z lagging behind the progress); raises ValueError
-        if the result breaks a MODEL.md rule, which would be a modelling bug."""
+    def decode(self, x: np.ndarray) -> Intent:
+        """The intent of ``x`` without tasks after each job's actual completion (an incumbent
+        stopped at a time limit may leave z lagging behind the progress)."""
         inst = self.core.instance
-        plan = self.core.plan(x)
+        intent = self.core.decode(x)
         tracker = ProgressTracker(inst)
         jobs = inst.jobs
-        for t, slot in enumerate(plan.slots):
+        for t, slot in enumerate(intent.slots):
             for job_id in [j for j in slot if tracker.is_done(jobs[inst.job_index[j]])]:
                 del slot[job_id]
             tracker.advance(t, {j: p.tasks for j, p in slot.items()})
-        schedule = plan.to_schedule(inst.name)
-        broken = validate(inst, schedule)
-        if broken:
-            raise ValueError("exact model decoded to an invalid schedule: " + "; ".join(map(str, broken[:5])))
-        return schedule
+        return intent
 
 
 def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
@@ -92,7 +79,7 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
         raise ValueError("a machine has machines below it; the exact model needs machines at the leaves")
     T, dt = instance.horizon, instance.slot_seconds
     jobs = instance.jobs
-    core = Core(instance, list(range(len(jobs))), 0, T)
+    core = TaskVariables(instance, list(range(len(jobs))), 0, T)
     doms = core.domains
 
     # u: one per (spread option, populated child holding one of its task variables)
@@ -122,7 +109,7 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
 
     work = np.array([j.work_batches for j in jobs], dtype=float)
     weight = np.array([j.weight for j in jobs], dtype=float)
-    charge = np.array([j.batch_time(instance.best_local_gbps) / j.max_workers for j in jobs])
+    charge = np.array([instance.unfinished_seconds(j, 1.0) for j in jobs])
     cost = np.zeros(n)
     cost[z_idx] = -weight[z_job] * dt
     cost[z_first + z_len - 1] = 0.0
@@ -133,7 +120,7 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(n_z, bool),
                               np.zeros(len(jobs), bool)])
 
-    # packing: Core's capacity/link rows, then life rows  y[j,t,*] + z[j,t-1] <= 1
+    # packing: the task variables' capacity/link rows, then life rows  y[j,t,*] + z[j,t-1] <= 1
     packing, pack_names = core.packing()
     y = core.y_idx
     has_y = core.slot[y] > arrival[core.job[y]]
@@ -181,46 +168,3 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
         "losses, so it is a relaxation (its bound is a valid lower bound; its schedule, scored "
         "with losses, may not be optimal)")
     return problem, ExactDecoder(core, not restarting, message)
-
-
-@dataclass(frozen=True)
-class ExactOutcome:
-    """One solve of the exact model.
-
-    ``objective`` is the MODEL.md score of ``schedule`` (None without one). ``bound`` is the
-    solver's best bound: a lower bound on the MODEL.md optimum both when ``exact`` (the
-    model optimum is that optimum) and when not (loss-free progress only helps, so the
-    relaxation's optimum is no larger)."""
-
-    status: Status
-    schedule: Schedule | None
-    objective: float | None
-    bound: float | None
-    gap: float | None
-    solver: str
-    timings: dict[str, float]
-    message: str
-    exact: bool
-
-
-def solve_exact_model(instance: Instance, *, backend: str = "highs", time_limit: float = 60.0,
-                      threads: int = 1) -> ExactOutcome:
-    """Formulate, solve to optimality (or the time limit) and decode to a valid schedule.
-
-    ``backend``: highs, scip or cbc (the progress coefficients are not integral, so
-    CP-SAT reports UNAVAILABLE)."""
-    t0 = time.perf_counter()
-    problem, decoder = formulate_exact(instance)
-    t1 = time.perf_counter()
-    result = solve_exact(problem, backend=backend, time_limit=time_limit, threads=threads)
-    t2 = time.perf_counter()
-    schedule = decoder.schedule(result.x) if result.status.has_solution else None
-    objective = score(instance, schedule).objective if schedule is not None else None
-    t3 = time.perf_counter()
-    message = "; ".join(filter(None, (decoder.message, result.message,
-                                      "" if schedule is not None else f"no schedule ({result.status.value})")))
-    return ExactOutcome(status=result.status, schedule=schedule, objective=objective, bound=result.bound,
-                        gap=relative_gap(objective, result.bound),
-                        solver=result.solver + (f" ({result.solver_version})" if result.solver_version else ""),
-                        timings={"formulate": t1 - t0, "solve": t2 - t1, "decode": t3 - t2},
-                        message=message, exact=decoder.exact)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from placement.evaluate import validate
 from placement.instance import Instance
-from placement.packing import Residual
+from placement.capacity import Residual
 from placement.schedule import Allocation, Schedule, Slot
 from placement.topology import Link, Machine, Switch, Topology
 

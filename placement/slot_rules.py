@@ -1,13 +1,13 @@
-"""Turn a plan (what a solver intends per slot and job) into a schedule that keeps every
-MODEL.md rule, slot by slot.
+"""The slot rules: turn an intent (what a solver intends per slot and job) into a schedule
+that keeps every MODEL.md rule, slot by slot.
 
-A plan may break rules: too many workers, wrong or unknown domains and machines, tasks
+An intent may break rules: too many workers, wrong or unknown domains and machines, tasks
 for jobs that have not arrived or have finished, more than the cluster holds. The
-realiser trusts only the referee's rules: it keeps a :class:`ProgressTracker`, so it never
-places a task before a job's arrival or after its completion, and it builds each slot in
-a :class:`Residual` that applies rules 1 and 4 exactly. The result is checked by
-:func:`placement.evaluate.validate` before it is returned (a violation raises
-RuntimeError: a bug, never an expected outcome).
+slot rules trust only the referee's rules: they keep a :class:`ProgressTracker`, so they
+never place a task before a job's arrival or after its completion, and build each slot in
+a :class:`Residual` that applies rules 1 and 4 exactly. The chain's referee
+(:class:`placement.chain.Chain`) checks every schedule built here before it leaves the
+library (a violation raises RuntimeError: a bug, never an expected outcome).
 
 Rules, per slot t, over the jobs that have arrived and not completed:
 
@@ -44,7 +44,7 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    otherwise, and an evicted job then looks for room in its own turn.
    Capacity freed by early completions and trims is re-used this way.
 
-Candidate placements come from :class:`placement.packing.Residual`: local (a machine
+Candidate placements come from :class:`placement.capacity.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
 the workers with their links respected, PSs beside the workers.
 """
@@ -55,44 +55,37 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from placement.evaluate import validate
-from placement.instance import Instance, Job
-from placement.packing import Residual
-from placement.plan import Placement, Plan
-from placement.progress import ProgressTracker, batch_time, canonical
+from placement.instance import COMPLETE, Instance, Job
+from placement.capacity import Residual
+from placement.intent import JobIntent, Intent
+from placement.progress import ProgressTracker, TaskDict, batch_time, canonical
 from placement.schedule import Allocation, Schedule
 
-__all__ = ["decide_slot", "realise"]
+__all__ = ["build_schedule", "decide_slot"]
 
 logger = logging.getLogger(__name__)
 
-TaskDict = dict[str, tuple[int, int]]
 
-
-def realise(instance: Instance, plan: Plan, *, fill: bool = True) -> Schedule:
-    """A valid schedule that follows ``plan`` as far as the rules allow (module docstring)."""
+def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True) -> Schedule:
+    """The schedule that follows ``intent`` as far as the rules allow (module docstring);
+    valid by construction, and checked by the chain's referee."""
     tracker = ProgressTracker(instance)
     residual = Residual(instance)
     by_slot: dict[int, list[Allocation]] = {}
     for t in range(instance.horizon):
         if len(tracker.completed) == len(instance.jobs):
             break
-        intended = plan.slots[t] if t < len(plan.slots) else {}
+        intended = intent.slots[t] if t < len(intent.slots) else {}
         residual.clear()
         placed = decide_slot(instance, tracker, t, intended, fill=fill, residual=residual)
         tracker.advance(t, placed)
         by_slot[t] = [Allocation(j, h, w, s) for j in sorted(placed)
                       for h, (w, s) in sorted(placed[j].items())]
-    schedule = Schedule.from_allocations(by_slot, instance=instance.name)
-    violations = validate(instance, schedule)
-    if violations:
-        raise RuntimeError(f"realise built an invalid schedule ({len(violations)} violations); "
-                           f"first: {violations[0]}")
-    return schedule
+    return Schedule.from_allocations(by_slot, instance=instance.name)
 
 
 def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
-                intended: Mapping[str, Placement] | None = None, *, fill: bool = True,
+                intended: Mapping[str, JobIntent] | None = None, *, fill: bool = True,
                 residual: Residual | None = None) -> dict[str, TaskDict]:
     """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
     progress so far; what online policies call each slot. ``residual`` must be empty."""
@@ -153,15 +146,15 @@ class _SlotBuilder:
         self.inst, self.tracker, self.residual, self.t = instance, tracker, residual, t
         self.placed: dict[str, TaskDict] = {}
 
-    def build(self, intended: Mapping[str, Placement], fill: bool) -> dict[str, TaskDict]:
+    def build(self, intended: Mapping[str, JobIntent], fill: bool) -> dict[str, TaskDict]:
         active = [j for j in self.inst.jobs if j.arrival <= self.t and not self.tracker.is_done(j)]
         active.sort(key=self._priority)
         for job_id in intended:
             if job_id not in self.inst.job_index:
-                logger.debug("slot %d: plan names unknown job %r; ignored", self.t, job_id)
+                logger.debug("slot %d: intent names unknown job %r; ignored", self.t, job_id)
         for job in active:
             if job.id in intended:
-                tasks = self._from_plan(job, intended[job.id])
+                tasks = self._from_intent(job, intended[job.id])
                 if tasks:
                     self._commit(job, tasks)
         if fill:
@@ -177,14 +170,14 @@ class _SlotBuilder:
     def _completes(self, job: Job, tasks: Mapping[str, tuple[int, int]]) -> bool:
         """Would ``tasks`` complete the job in this slot (the tracker's own test)?"""
         done = self.tracker.done.get(job.id, 0.0) + self.tracker.would_do(job, tasks)
-        return done >= job.work_batches * (1 - 1e-9)
+        return done >= job.work_batches * COMPLETE
 
     def _slots_to_finish(self, job: Job, tasks: Mapping[str, tuple[int, int]]) -> float:
         """Slots until completion if ``tasks`` ran from now on (restart charged now)."""
         w = workers_of(tasks)
         if w == 0:
             return math.inf
-        left = (job.work_batches * (1 - 1e-9) - self.tracker.done.get(job.id, 0.0)
+        left = (job.work_batches * COMPLETE - self.tracker.done.get(job.id, 0.0)
                 - self.tracker.would_do(job, tasks))
         if left <= 0:
             return 1
@@ -211,8 +204,8 @@ class _SlotBuilder:
             return (self._slots_to_finish(job, tasks), workers_of(tasks), -rate, kind)
         return min(cands, key=key)[0]
 
-    # ----- rule a: the plan ------------------------------------------------------------------
-    def _from_plan(self, job: Job, placement: Placement) -> TaskDict | None:
+    # ----- rule a: the intent ----------------------------------------------------------------
+    def _from_intent(self, job: Job, placement: JobIntent) -> TaskDict | None:
         tasks = self._planned_tasks(job, placement)
         prev = self.tracker.last.get(job.id)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
@@ -220,7 +213,7 @@ class _SlotBuilder:
                 return dict(prev)  # rule b: no gain worth a restart
         return tasks
 
-    def _planned_tasks(self, job: Job, placement: Placement) -> TaskDict | None:
+    def _planned_tasks(self, job: Job, placement: JobIntent) -> TaskDict | None:
         index = self.inst.topology.machine_index
         raw = getattr(placement, "tasks", None)
         counts: dict[str, int] = {}

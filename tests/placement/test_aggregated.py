@@ -1,12 +1,12 @@
 """The aggregated model: a relaxation of the per-machine one, decoded and realised validly."""
 import pytest
 
-from placement.aggregate import formulate_aggregated
-from placement.exact_model import solve_exact_model
-from placement.formulation import formulate
+from placement.formulation.aggregated import formulate_aggregated
+from placement.exact_referee import solve_exact_model
+from placement.formulation.per_machine import formulate
 from placement.generate import generate
 from placement.instance import Instance
-from placement.realise import realise
+from placement.slot_rules import build_schedule
 from placement.evaluate import validate
 from solvers.lp import solve_lp
 from solvers.rounding import plan_rounding, round_most_likely
@@ -35,9 +35,9 @@ def test_decoded_lp_realises_to_a_valid_schedule():
     inst = generate(jobs=8, cluster="racks:2x4", seed=5)
     problem, decoder = formulate_aggregated(inst)
     x = solve_lp(problem).x
-    plan = decoder.plan(round_most_likely(plan_rounding(problem, x)))
+    plan = decoder.decode(round_most_likely(plan_rounding(problem, x)))
     assert any(plan.slots)
-    assert validate(inst, realise(inst, plan)) == []
+    assert validate(inst, build_schedule(inst, plan)) == []
 
 
 def test_domain_restriction_and_window():

@@ -3,7 +3,7 @@ domain) instead of one per machine — for decisions that must be fast (online, 
 clusters). docs/formulation.md, section 'Aggregated model'.
 
 Variables per job j, slot t >= a_j and domain d of j: y (binary), W and S (integers),
-plus p[j,t] and q[j] exactly as in :mod:`placement.formulation`. Rows:
+plus p[j,t] and q[j] exactly as in :mod:`placement.formulation.progress_block`. Rows:
 - capacity per (t, node u, resource r): the W/S of every option whose domain lies in
   u's subtree use at most the subtree's total capacity (for u a machine this is the
   exact machine row of the jobs local to it; spread jobs count at every subtree that
@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.formulation import Progress
-from placement.instance import Instance
-from placement.model_core import Domains, Rows, fit_table
-from placement.plan import Placement, Plan
+from placement.formulation.domains import Domains, fit_table
+from placement.formulation.progress_block import ProgressBlock
+from placement.formulation.rows import Rows
+from placement.instance import TOL, Instance
+from placement.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option, Problem
 
 _W, _S, _Y = 0, 1, 2
 
 
 class AggregateDecoder:
-    """Rounded (domain, W, S) per job-slot back to a Plan: local domains exactly, spread
+    """Rounded (domain, W, S) per job-slot back to an Intent: local domains exactly, spread
     domains split over the domain's machines, most room first (the realiser repairs)."""
 
     def __init__(self, instance: Instance, domains: Domains, opt_job, opt_slot, opt_dom, index, split, n_core):
@@ -40,15 +41,15 @@ class AggregateDecoder:
         self.opt_job, self.opt_slot, self.opt_dom, self.index = opt_job, opt_slot, opt_dom, index
         self.split, self.n_core = split, n_core
 
-    def plan(self, x: np.ndarray) -> Plan:
+    def decode(self, x: np.ndarray) -> Intent:
         inst = self.instance
-        plan = Plan(inst.horizon)
+        plan = Intent(inst.horizon)
         y, w, s = (np.rint(x[self.index[:, k]]).astype(np.int64) for k in (_Y, _W, _S))
         machines = [m.id for m in inst.topology.machines]
         for o in np.flatnonzero((y == 1) & (w > 0)):
             d = int(self.opt_dom[o])
             tasks = self._spread(self.split[o], int(w[o]), int(s[o]), machines)
-            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = Placement(
+            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = JobIntent(
                 self.domains.nodes[self.domains.node[d]], tasks)
         return plan
 
@@ -85,7 +86,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     weighted seconds for all of the job's work left after the window) — the online
     policy's charge for queueing after the window; with it the LP value is no longer a
     lower bound."""
-    progress = Progress(instance, start=start, end=end, remaining=remaining)
+    progress = ProgressBlock(instance, start=start, end=end, remaining=remaining)
     end, jobs = progress.end, progress.jobs
     topo, dt = instance.topology, instance.slot_seconds
     doms = Domains(instance)
@@ -197,7 +198,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     jobs_o = [instance.jobs[j] for j in o_job.tolist()]
     L = np.array([jb.min_workers for jb in jobs_o], dtype=float)
     kappa = np.array([jb.kappa for jb in jobs_o])
-    tol = np.array([1e-9 / jb.ps_gbps for jb in jobs_o])
+    tol = np.array([TOL / jb.ps_gbps for jb in jobs_o])
     ar = np.arange(n_opt)
     W_, S_, Y_ = index[:, _W], index[:, _S], index[:, _Y]
     # W <= U y is implied by the choice group's own W <= upper_W y (upper_W <= U), and

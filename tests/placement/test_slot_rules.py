@@ -1,4 +1,4 @@
-"""realise() turns any plan, garbage included, into a schedule the referee accepts, and
+"""build_schedule() turns any intent, garbage included, into a schedule the referee accepts, and
 follows a sound plan as far as the rules allow (stability, trim, fill)."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 
 from placement.evaluate import evaluate, score, validate
 from placement.instance import Instance
-from placement.packing import Residual
-from placement.plan import Placement, Plan
+from placement.capacity import Residual
+from placement.intent import JobIntent, Intent
 from placement.progress import ProgressTracker
-from placement.realise import realise, shrink
+from placement.slot_rules import build_schedule, shrink
 from placement.topology import Link, Machine, Switch, Topology
 
 from . import builders as B
@@ -51,7 +51,7 @@ def random_instances(draw, max_jobs: int = 6) -> Instance:
 
 
 @st.composite
-def garbage_plans(draw, inst: Instance) -> Plan:
+def garbage_plans(draw, inst: Instance) -> Intent:
     """Plans that break every rule: unknown jobs, domains and machines, counts out of range
     or negative, tasks outside the domain, before arrival and after completion."""
     nodes = [*inst.topology.nodes, "nowhere"]
@@ -62,10 +62,10 @@ def garbage_plans(draw, inst: Instance) -> Plan:
         slot = {}
         for j in draw(st.lists(st.sampled_from(jobs), unique=True)):
             hs = draw(st.lists(st.sampled_from(machines), max_size=4, unique=True))
-            slot[j] = Placement(draw(st.sampled_from(nodes)),
+            slot[j] = JobIntent(draw(st.sampled_from(nodes)),
                                 {h: (draw(st.integers(-2, 20)), draw(st.integers(-2, 20))) for h in hs})
         slots.append(slot)
-    return Plan(inst.horizon, slots)
+    return Intent(inst.horizon, slots)
 
 
 def replay(inst: Instance, schedule) -> ProgressTracker:
@@ -100,7 +100,7 @@ def check(inst: Instance, schedule) -> None:
 def test_any_plan_gives_a_valid_schedule(data, fill):
     inst = data.draw(random_instances())
     plan = data.draw(garbage_plans(inst))
-    schedule = realise(inst, plan, fill=fill)
+    schedule = build_schedule(inst, plan, fill=fill)
     check(inst, schedule)
     if not fill:  # without fill only planned jobs run
         planned = {(t, j) for t, slot in enumerate(plan.slots) for j in slot}
@@ -110,8 +110,8 @@ def test_any_plan_gives_a_valid_schedule(data, fill):
 @settings(max_examples=40, deadline=None)
 @given(random_instances())
 def test_empty_plan_without_fill_runs_nothing_and_with_fill_runs_jobs(inst):
-    assert list(realise(inst, Plan(inst.horizon), fill=False).rows()) == []
-    schedule = realise(inst, Plan(inst.horizon))
+    assert list(build_schedule(inst, Intent(inst.horizon), fill=False).rows()) == []
+    schedule = build_schedule(inst, Intent(inst.horizon))
     check(inst, schedule)
     # a job present in slot 0 that fits the empty cluster is not left waiting with it empty
     startable = [j for j in inst.jobs if j.arrival == 0 and Residual(inst).max_workers_that_fit(j)]
@@ -119,8 +119,8 @@ def test_empty_plan_without_fill_runs_nothing_and_with_fill_runs_jobs(inst):
 
 
 # ----- following a sound plan --------------------------------------------------------------
-def every_slot(inst: Instance, slot: dict[str, Placement]) -> Plan:
-    return Plan(inst.horizon, [dict(slot) for _ in range(inst.horizon)])
+def every_slot(inst: Instance, slot: dict[str, JobIntent]) -> Intent:
+    return Intent(inst.horizon, [dict(slot) for _ in range(inst.horizon)])
 
 
 def triples(schedule, t: int) -> set:
@@ -132,9 +132,9 @@ def triples(schedule, t: int) -> set:
 def test_a_plan_that_changes_nothing_keeps_its_triples(fill):
     inst = B.instance(B.two_racks(), B.job("a", max_workers=4, restart_seconds=4),
                       B.job("b", max_workers=2, worker_gbps=2, ps_gbps=4), T=4)
-    plan = every_slot(inst, {"a": Placement("tor0", {"a0": (2, 2), "a1": (2, 2)}),
-                             "b": Placement("b0", {"b0": (2, 1)})})
-    schedule = realise(inst, plan, fill=fill)
+    plan = every_slot(inst, {"a": JobIntent("tor0", {"a0": (2, 2), "a1": (2, 2)}),
+                             "b": JobIntent("b0", {"b0": (2, 1)})})
+    schedule = build_schedule(inst, plan, fill=fill)
     want = {("a", "a0", 2, 2), ("a", "a1", 2, 2), ("b", "b0", 2, 1)}
     assert all(triples(schedule, t) == want for t in range(4))
     assert score(inst, schedule).reconfigurations == 2  # the first starts only
@@ -142,37 +142,37 @@ def test_a_plan_that_changes_nothing_keeps_its_triples(fill):
 
 def test_no_reconfiguration_for_no_gain_when_a_restart_costs_the_slot():
     inst = B.instance(B.two_racks(), B.job("j", restart_seconds=10, max_workers=2), T=3)
-    plan = Plan(3, [{"j": Placement("a0", {"a0": (2, 2)})},
-                    {"j": Placement("a1", {"a1": (2, 2)})},   # same speed elsewhere: no gain
-                    {"j": Placement("b0", {"b0": (2, 2)})}])
-    schedule = realise(inst, plan, fill=False)
+    plan = Intent(3, [{"j": JobIntent("a0", {"a0": (2, 2)})},
+                    {"j": JobIntent("a1", {"a1": (2, 2)})},   # same speed elsewhere: no gain
+                    {"j": JobIntent("b0", {"b0": (2, 2)})}])
+    schedule = build_schedule(inst, plan, fill=False)
     assert [triples(schedule, t) for t in range(3)] == [{("j", "a0", 2, 2)}] * 3
 
 
 def test_a_reconfiguration_that_pays_for_its_restart_is_made():
     # 4 workers instead of 1 more than make up for a 5 s restart of a 10 s slot
     inst = B.instance(B.two_racks(), B.job("j", restart_seconds=5, max_workers=4), T=3)
-    plan = Plan(3, [{"j": Placement("a0", {"a0": (1, 1)})},
-                    {"j": Placement("a1", {"a1": (4, 4)})},
-                    {"j": Placement("a1", {"a1": (4, 4)})}])
-    schedule = realise(inst, plan, fill=False)
+    plan = Intent(3, [{"j": JobIntent("a0", {"a0": (1, 1)})},
+                    {"j": JobIntent("a1", {"a1": (4, 4)})},
+                    {"j": JobIntent("a1", {"a1": (4, 4)})}])
+    schedule = build_schedule(inst, plan, fill=False)
     assert triples(schedule, 1) == triples(schedule, 2) == {("j", "a1", 4, 4)}
 
 
 def test_counts_are_clamped_and_ps_recomputed_beside_the_workers():
     inst = B.instance(B.two_racks(), B.job("big", max_workers=4, worker_gbps=2, ps_gbps=1),
                       B.job("small", min_workers=3), T=1)
-    plan = Plan(1, [{"big": Placement("a0", {"a0": (50, 0)}),
-                     "small": Placement("b0", {"b0": (1, 7)})}])
-    schedule = realise(inst, plan, fill=False)
+    plan = Intent(1, [{"big": JobIntent("a0", {"a0": (50, 0)}),
+                     "small": JobIntent("b0", {"b0": (1, 7)})}])
+    schedule = build_schedule(inst, plan, fill=False)
     assert triples(schedule, 0) == {("big", "a0", 4, 8), ("small", "b0", 3, 3)}
 
 
 def test_tasks_outside_a_known_domain_move_into_it_and_unknown_domains_use_the_lca():
     inst = B.instance(B.two_racks(), B.job("x", max_workers=2), B.job("y", max_workers=2), T=1)
-    plan = Plan(1, [{"x": Placement("tor1", {"a0": (2, 2)}),
-                     "y": Placement("no-such-node", {"a1": (1, 1), "ghost": (1, 1)})}])
-    schedule = realise(inst, plan, fill=False)
+    plan = Intent(1, [{"x": JobIntent("tor1", {"a0": (2, 2)}),
+                     "y": JobIntent("no-such-node", {"a1": (1, 1), "ghost": (1, 1)})}])
+    schedule = build_schedule(inst, plan, fill=False)
     x = {a.machine for a in schedule.slots[0].allocations if a.job == "x"}
     assert x <= {"b0", "b1"}
     assert triples(schedule, 0) >= {("y", "a1", 1, 1)}
@@ -181,8 +181,8 @@ def test_tasks_outside_a_known_domain_move_into_it_and_unknown_domains_use_the_l
 def test_a_job_that_completes_keeps_only_the_workers_it_needs():
     # 30 batches of 1 s in a 10 s slot: 3 workers complete it in slot 0, 8 are not needed
     inst = B.instance(B.two_racks(), B.job("j", work_batches=30), T=2)
-    plan = every_slot(inst, {"j": Placement("a0", {"a0": (8, 8)})})
-    schedule = realise(inst, plan)
+    plan = every_slot(inst, {"j": JobIntent("a0", {"a0": (8, 8)})})
+    schedule = build_schedule(inst, plan)
     assert triples(schedule, 0) == {("j", "a0", 3, 3)}
     assert triples(schedule, 1) == set()  # the plan's tasks after completion are dropped
 
@@ -194,8 +194,8 @@ def test_trim_counts_the_restart_it_causes(work, slot1):
     # work 60 (28 left): 24 < 28, so the 4 stay; work 50 (18 left): 3 suffice, 2 do 16 < 18.
     inst = B.instance(B.two_racks(), B.job("j", work_batches=work, max_workers=4,
                                            restart_seconds=2), T=2)
-    plan = every_slot(inst, {"j": Placement("a0", {"a0": (4, 4)})})
-    schedule = realise(inst, plan)
+    plan = every_slot(inst, {"j": JobIntent("a0", {"a0": (4, 4)})})
+    schedule = build_schedule(inst, plan)
     assert triples(schedule, 0) == {("j", "a0", 4, 4)}
     assert triples(schedule, 1) == {slot1}
     assert score(inst, schedule).jobs[0].completion_slot == 1
@@ -205,12 +205,12 @@ def test_fill_reuses_capacity_freed_by_an_early_completion():
     inst = B.instance(B.single(), B.job("short", work_batches=40, max_workers=8),
                       B.job("long", max_workers=8), T=3)
     # the plan gives the whole machine to `short` for three slots and never runs `long`
-    plan = every_slot(inst, {"short": Placement("m0", {"m0": (8, 8)})})
-    schedule = realise(inst, plan)
+    plan = every_slot(inst, {"short": JobIntent("m0", {"m0": (8, 8)})})
+    schedule = build_schedule(inst, plan)
     # short needs 4 workers in slot 0 (trim), and long takes the other 4 at once
     assert triples(schedule, 0) == {("short", "m0", 4, 4), ("long", "m0", 4, 4)}
     assert triples(schedule, 1) == {("long", "m0", 8, 8)}  # grown: 8 workers beat a 0 s restart
-    assert realise(inst, plan, fill=False).slots[-1].t == 0  # without fill, nothing after slot 0
+    assert build_schedule(inst, plan, fill=False).slots[-1].t == 0  # without fill, nothing after slot 0
 
 
 def test_shrink_keeps_ps_beside_the_remaining_workers():

@@ -1,115 +1,26 @@
-"""What every placement model shares: domains, the task variables w/s/y, the capacity
-and hose-model link rows, the per-domain shape rows, the choice groups, and decoding a
-vector back to a :class:`~placement.plan.Plan`.
+"""The task variables every placement model shares: per job, slot and domain an indicator
+y and per machine the workers w and PSs s, with the capacity and hose-model link rows,
+the per-domain shape rows, the choice groups, and decoding a vector back to an
+:class:`~placement.intent.Intent`.
 
-The LP-bound model (``placement.formulation``) and the exact time-indexed model
-(``placement.exact_model``) add their own progress variables and objective on top.
-Everything is built as NumPy arrays (no per-variable Python objects); rows are COO
-triplets that a model assembles once it knows its total column count.
+The per-machine LP-bound model (:mod:`placement.formulation.per_machine`) and the exact
+time-indexed model (:mod:`placement.formulation.exact`) add their own progress variables
+and objective on top.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-import scipy.sparse as sp
 
-from placement.instance import TOL, Instance, Job
-from placement.plan import Placement, Plan
+from placement.formulation.domains import Domains, FitTable, fit_table
+from placement.formulation.rows import Rows
+from placement.instance import MB_TO_GB, TOL, Instance, Job
+from placement.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option
 
 W, S, Y = 0, 1, 2
 
 
-@dataclass
-class Rows:
-    """COO triplets of a block of rows with bounds lo <= M x <= hi."""
-
-    rows: list[np.ndarray] = field(default_factory=list)
-    cols: list[np.ndarray] = field(default_factory=list)
-    vals: list[np.ndarray] = field(default_factory=list)
-    lo: list[np.ndarray] = field(default_factory=list)
-    hi: list[np.ndarray] = field(default_factory=list)
-    count: int = 0
-
-    def add(self, n_rows: int, entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]], lo, hi) -> None:
-        """Append ``n_rows`` rows; ``entries`` are (row within block, column, value) arrays."""
-        for r, c, v in entries:
-            self.rows.append(self.count + np.asarray(r, dtype=np.int64))
-            self.cols.append(np.asarray(c, dtype=np.int64))
-            self.vals.append(np.broadcast_to(np.asarray(v, dtype=float), np.shape(c)))
-        self.lo.append(np.broadcast_to(np.asarray(lo, dtype=float), (n_rows,)))
-        self.hi.append(np.broadcast_to(np.asarray(hi, dtype=float), (n_rows,)))
-        self.count += n_rows
-
-    def matrix(self, n: int) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
-        if not self.count:
-            return sp.csr_array((0, n)), np.zeros(0), np.zeros(0)
-        m = sp.csr_array((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
-                         shape=(self.count, n))
-        return m, np.concatenate(self.lo), np.concatenate(self.hi)
-
-
-class Domains:
-    """Every machine (local), and every switch with >= 2 populated children (spread below
-    it; a switch with one populated child would only add link load to that child's)."""
-
-    def __init__(self, instance: Instance):
-        topo = instance.topology
-        self.nodes = topo.nodes
-        index = {n: i for i, n in enumerate(self.nodes)}
-        children: dict[str, set[str]] = {}
-        for m in topo.machines:
-            chain = topo.ancestors(m.id)
-            for child, parent in zip(chain, chain[1:]):
-                children.setdefault(parent, set()).add(child)
-        spread = [n for n in self.nodes[len(topo.machines):] if len(children.get(n, ())) >= 2]
-        self.node = np.array([index[m.id] for m in topo.machines] + [index[n] for n in spread], dtype=np.int64)
-        self.machines = [[topo.machine_index[m.id]] for m in topo.machines] + \
-                        [[topo.machine_index[h] for h in topo.below(n)] for n in spread]
-        self.is_local = np.arange(len(self.node)) < len(topo.machines)
-        #: for spread domains, the machines under each populated child (for exact LCA rows)
-        self.children = [[] for _ in topo.machines] + [
-            [[topo.machine_index[h] for h in topo.below(c)] for c in sorted(children[n])] for n in spread]
-
-
-@dataclass(frozen=True)
-class FitTable:
-    """Per machine, for one job: workers that fit alone (at most U), PSs that fit alone (at
-    most min_ps(U)), and the most workers that fit *with their PSs* (a local placement)."""
-
-    workers: np.ndarray
-    ps: np.ndarray
-    local: np.ndarray
-
-
-def fit_table(job: Job, instance: Instance) -> FitTable:
-    """Vectorised over machines, computed once per distinct machine capacity (real
-    clusters have a handful of machine types)."""
-    kinds, which = instance.machine_kinds
-    table = _fit_kinds(job, kinds, instance.resources)
-    return FitTable(table.workers[which], table.ps[which], table.local[which])
-
-
-def _fit_kinds(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:
-    alpha = np.array([job.worker.get(r, 0) for r in resources], dtype=float)
-    beta = np.array([job.ps.get(r, 0) for r in resources], dtype=float)
-
-    def alone(demand: np.ndarray, most: int) -> np.ndarray:
-        need = demand > 0
-        if not need.any():
-            return np.full(len(cap), most, dtype=np.int64)
-        per = np.floor(np.minimum((cap[:, need] + TOL) / demand[need], 1e9)).min(axis=1)
-        return np.minimum(per, most).astype(np.int64)
-
-    ws = np.arange(1, job.max_workers + 1)
-    need = ws[:, None] * alpha + np.array([job.min_ps(int(w)) for w in ws])[:, None] * beta
-    ok = (need[None, :, :] <= cap[:, None, :] + TOL).all(axis=2)
-    return FitTable(alone(alpha, job.max_workers), alone(beta, job.min_ps(job.max_workers)),
-                    ok.sum(axis=1).astype(np.int64))
-
-
-class Core:
+class TaskVariables:
     """The task variables of jobs ``jobs`` over slots ``start..end-1``.
 
     Per job-slot (j, t >= a_j) and domain v of j: an indicator y and, per machine h under
@@ -135,7 +46,7 @@ class Core:
             pairs_d, pairs_h = self._pairs(job, fits, self.allowed.get(j))
             w_fit, s_fit = fits.workers.astype(float), fits.ps.astype(float)
             theta = np.where(doms.is_local[pairs_d],
-                             job.batch_seconds + 2 * job.gradient_mb * 0.008 / local_gbps[pairs_h],
+                             job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps[pairs_h],
                              job.batch_time(job.worker_gbps))
             used = np.unique(pairs_d)
             k, nd = len(pairs_d), len(used)
@@ -276,10 +187,10 @@ class Core:
         return [ChoiceGroup(tuple(opts)) for opts in groups.values()]
 
     # ----- decoding ----------------------------------------------------------------------
-    def plan(self, x: np.ndarray) -> Plan:
+    def decode(self, x: np.ndarray) -> Intent:
         """Each job-slot's chosen domain (indicator > 1/2) and its rounded task counts."""
         inst = self.instance
-        plan = Plan(inst.horizon)
+        plan = Intent(inst.horizon)
         x = np.asarray(x, dtype=float)[: self.n]
         chosen = np.zeros(self.n_opt, dtype=bool)
         chosen[self.option[self.y_idx]] = x[self.y_idx] > 0.5
@@ -292,6 +203,6 @@ class Core:
             grouped.setdefault(int(self.option[i]), {}).setdefault(h, [0, 0])[int(self.kind[i])] += int(counts[i])
         for o, by_machine in grouped.items():
             domain = self.domains.nodes[self.domains.node[self.opt_dom[o]]]
-            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = Placement(
+            plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = JobIntent(
                 domain, {h: (v[0], v[1]) for h, v in by_machine.items()})
         return plan

@@ -11,7 +11,7 @@ from placement.schedule import Allocation, Schedule
 
 
 @dataclass(frozen=True)
-class Placement:
+class JobIntent:
     """One job in one slot: the domain (a machine: local; a switch: spread below it) and
     the (workers, ps) per machine."""
 
@@ -28,11 +28,11 @@ class Placement:
 
 
 @dataclass
-class Plan:
+class Intent:
     """``slots[t][job_id]`` is the intended placement of that job in slot t."""
 
     horizon: int
-    slots: list[dict[str, Placement]] = field(default_factory=list)
+    slots: list[dict[str, JobIntent]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.slots:

@@ -1,0 +1,39 @@
+"""The placement models as mixed packing-covering programs (docs/formulation.md).
+
+Each ``formulate_*`` returns ``(Problem, decoder)``: the model for ``solvers`` and its
+inverse, an object with ``decode(x) -> Intent`` (the :class:`Decoder` protocol).
+
+- :mod:`~placement.formulation.per_machine`: one worker/PS count per machine; its LP value
+  bounds the weighted JCT from below (the offline default);
+- :mod:`~placement.formulation.aggregated`: one count per domain; smaller, same kind of
+  bound (online windows, large clusters);
+- :mod:`~placement.formulation.exact`: the time-indexed ILP of MODEL.md (the referee).
+
+Shared blocks: :mod:`~placement.formulation.rows` (sparse row blocks),
+:mod:`~placement.formulation.domains` (where a job may run),
+:mod:`~placement.formulation.tasks` (task variables, capacity/link/shape rows, decoding) and
+:mod:`~placement.formulation.progress_block` (progress variables and the bound's objective).
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from placement.formulation.aggregated import formulate_aggregated
+from placement.formulation.exact import formulate_exact
+from placement.formulation.per_machine import formulate
+from placement.intent import Intent
+
+__all__ = ["Decoder", "FORMULATIONS", "formulate", "formulate_aggregated", "formulate_exact"]
+
+
+class Decoder(Protocol):
+    """The inverse of a formulation: a solution vector back to what it intends."""
+
+    def decode(self, x: np.ndarray) -> Intent:
+        ...
+
+
+#: model name -> formulate function (the names ``placement solve --model`` and the chain use)
+FORMULATIONS = {"per-machine": formulate, "aggregated": formulate_aggregated, "exact": formulate_exact}

@@ -1,0 +1,68 @@
+"""Where a job may run in one slot: its domains (a machine: local; a switch: spread below
+it) and, per machine, how many of its workers and PSs fit (shared by every model)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.instance import TOL, Instance, Job
+
+
+class Domains:
+    """Every machine (local), and every switch with >= 2 populated children (spread below
+    it; a switch with one populated child would only add link load to that child's)."""
+
+    def __init__(self, instance: Instance):
+        topo = instance.topology
+        self.nodes = topo.nodes
+        index = {n: i for i, n in enumerate(self.nodes)}
+        children: dict[str, set[str]] = {}
+        for m in topo.machines:
+            chain = topo.ancestors(m.id)
+            for child, parent in zip(chain, chain[1:]):
+                children.setdefault(parent, set()).add(child)
+        spread = [n for n in self.nodes[len(topo.machines):] if len(children.get(n, ())) >= 2]
+        self.node = np.array([index[m.id] for m in topo.machines] + [index[n] for n in spread], dtype=np.int64)
+        self.machines = [[topo.machine_index[m.id]] for m in topo.machines] + \
+                        [[topo.machine_index[h] for h in topo.below(n)] for n in spread]
+        self.is_local = np.arange(len(self.node)) < len(topo.machines)
+        #: for spread domains, the machines under each populated child (for exact LCA rows)
+        self.children = [[] for _ in topo.machines] + [
+            [[topo.machine_index[h] for h in topo.below(c)] for c in sorted(children[n])] for n in spread]
+
+
+@dataclass(frozen=True)
+class FitTable:
+    """Per machine, for one job: workers that fit alone (at most U), PSs that fit alone (at
+    most min_ps(U)), and the most workers that fit *with their PSs* (a local placement)."""
+
+    workers: np.ndarray
+    ps: np.ndarray
+    local: np.ndarray
+
+
+def fit_table(job: Job, instance: Instance) -> FitTable:
+    """Vectorised over machines, computed once per distinct machine capacity (real
+    clusters have a handful of machine types)."""
+    kinds, which = instance.machine_kinds
+    table = _fit_kinds(job, kinds, instance.resources)
+    return FitTable(table.workers[which], table.ps[which], table.local[which])
+
+
+def _fit_kinds(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:
+    alpha = np.array([job.worker.get(r, 0) for r in resources], dtype=float)
+    beta = np.array([job.ps.get(r, 0) for r in resources], dtype=float)
+
+    def alone(demand: np.ndarray, most: int) -> np.ndarray:
+        need = demand > 0
+        if not need.any():
+            return np.full(len(cap), most, dtype=np.int64)
+        per = np.floor(np.minimum((cap[:, need] + TOL) / demand[need], 1e9)).min(axis=1)
+        return np.minimum(per, most).astype(np.int64)
+
+    ws = np.arange(1, job.max_workers + 1)
+    need = ws[:, None] * alpha + np.array([job.min_ps(int(w)) for w in ws])[:, None] * beta
+    ok = (need[None, :, :] <= cap[:, None, :] + TOL).all(axis=2)
+    return FitTable(alone(alpha, job.max_workers), alone(beta, job.min_ps(job.max_workers)),
+                    ok.sum(axis=1).astype(np.int64))
