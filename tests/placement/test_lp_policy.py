@@ -6,7 +6,9 @@ import pytest
 from placement.evaluate import validate
 from placement.generate import generate
 from placement.instance import Instance
+from placement.online.candidates import candidate_domains
 from placement.online.lp_policy import LPRoundingPolicy
+from placement.online.partitions import partitions
 from placement.online.policy import JobState, View
 from placement.schedule import Allocation, Schedule
 from placement.simulate import simulate
@@ -39,7 +41,7 @@ def test_partitions_split_jobs_and_threads_do_not_change_decisions():
     view = view_of(40, "racks:4x4", 7)
     one = LPRoundingPolicy(jobs_per_partition=10, threads=1)
     two = LPRoundingPolicy(jobs_per_partition=10, threads=2)
-    parts = one.partitions(view)
+    parts = partitions(view, one.jobs_per_partition)
     assert len(parts) == 4 and sorted(j for p, _ in parts for j in p) == sorted(view.jobs)
     machines = [set(m.tolist()) for _, m in parts]
     assert all(a.isdisjoint(b) for i, a in enumerate(machines) for b in machines[i + 1:])
@@ -53,7 +55,8 @@ def test_candidates_keep_the_current_domain():
     where = view.instance.topology.machines[5].id
     view = view_of(6, "racks:2x4", 3, previous={job.id: {where: (job.min_workers, job.min_ps(job.min_workers))}})
     policy = LPRoundingPolicy()
-    domains, later = policy.candidate_domains(view, policy.partitions(view))
+    domains, later = candidate_domains(view, partitions(view, policy.jobs_per_partition),
+                                       local_k=policy.local_k, spread_k=policy.spread_k)
     assert where in domains[job.id] and where in later[job.id]
     assert all(later[j] <= domains[j] and 1 <= len(later[j]) <= 2 for j in domains)
 
@@ -95,7 +98,7 @@ def _job(job_id, arrival, hours, workers):
 
 def test_queue_delay_and_extra_are_the_same_charge():
     import numpy as np
-    from placement.online.lp_policy import queue_delay, queue_extra
+    from placement.online.queue_charge import queue_delay, queue_extra
     load = np.array([3.0, 1.0, 2.0, 1.0])
     weight = np.array([1.0, 1.0, 1.0, 2.0])
     # Smith order by load / weight: job 3 (0.5), job 1 (1), job 2 (2), job 0 (3)
@@ -106,7 +109,7 @@ def test_queue_delay_and_extra_are_the_same_charge():
 
 def test_leftover_is_own_time_and_cluster_share():
     from placement.generate import parse_cluster
-    from placement.online.lp_policy import leftover
+    from placement.online.queue_charge import leftover
     jobs = (_job("wide", 0, 2, 16), _job("one", 0, 3, 1))
     inst = Instance(slot_seconds=1800, horizon=4, resources=("gpu", "cpu", "mem"),
                     topology=parse_cluster("racks:1x2"), jobs=jobs, name="two")

@@ -1,0 +1,69 @@
+"""Candidate domains of the LP policy: the few places per job its window model may use,
+so the model stays small enough to solve every slot.
+
+*Candidate domains* per job, inside its partition: the domain it runs in now (no
+reconfiguration needed), the ``local_candidates`` machines with the most room for it,
+the ``spread_candidates`` smallest subtrees with the most room, and the root only when
+there is one partition and no candidate rack could hold ``max_workers``. Room is
+measured as if every job kept its current tasks, minus the job's own. The later
+look-ahead slots, which only plan, keep two of them: the current domain (else the
+roomiest machine) and the first rack.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from placement.capacity import Residual
+from placement.online.policy import View
+
+__all__ = ["candidate_domains"]
+
+
+def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, local_k: int, spread_k: int
+                      ) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per job: current domain, best local machines, roomiest small subtrees, and the
+    root only when unpartitioned and needed; and the two kept for the later slots
+    (module docstring)."""
+    inst = view.instance
+    topo = inst.topology
+    residual = Residual(inst)
+    for state in view.jobs.values():
+        if state.previous and residual.fits(state.job, state.previous):
+            residual.place(state.job, state.previous)
+    machine_ids = [m.id for m in topo.machines]
+    anc, depth, _ = topo.ancestor_table
+    # subtrees that can hold a spread job: switches, by the machines below them
+    switch_nodes = [i for i in range(len(machine_ids), len(topo.nodes))]
+    members = {i: np.flatnonzero((anc == i).any(axis=1)) for i in switch_nodes}
+    members = {i: m for i, m in members.items() if len(m) > 1}
+    root = topo.nodes.index(topo.root_id)
+    out: dict[str, set[str]] = {}
+    later: dict[str, set[str]] = {}
+    for jobs, machines in parts:
+        inside = np.zeros(len(machine_ids), dtype=bool)
+        inside[machines] = True
+        subtrees = [(i, m) for i, m in members.items() if inside[m].all() and (i != root or len(parts) == 1)]
+        for job_id in jobs:
+            state = view.jobs[job_id]
+            job = state.job
+            held = residual.remove(job_id) if residual.held(job_id) else None
+            room = np.where(inside, residual.worker_room(job), -1)
+            chosen: set[str] = set()
+            keep: list[str] = []
+            if state.previous:
+                keep.append(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
+            order = np.argsort(-room, kind="stable")[:local_k]
+            local = [machine_ids[h] for h in order if room[h] >= job.min_workers]
+            sized = sorted(((len(m), -int(np.maximum(room[m], 0).sum()), i) for i, m in subtrees
+                            if i != root and np.maximum(room[m], 0).sum() >= job.min_workers))
+            picked = sized[:spread_k]
+            keep += local[:1] if not keep else []
+            keep += [topo.nodes[i] for _, _, i in picked[:1]]
+            chosen.update(keep, local, (topo.nodes[i] for _, _, i in picked))
+            if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
+                chosen.add(topo.root_id)
+            if held:
+                residual.place(job, held)
+            out[job_id] = chosen
+            later[job_id] = set(keep) or chosen
+    return out, later
