@@ -1,7 +1,7 @@
 """Exact ILP solves of a :class:`~solvers.problem.Problem`: the referee the rounding is measured against.
 
-Backends: HiGHS MIP (in-process), CP-SAT and SCIP (OR-Tools, in the isolated worker, see lp.py),
-CBC through PuLP.  Every incumbent is re-checked by :func:`solvers.lp.finish`.
+Backends: HiGHS MIP (in-process, highs_backend.py), CP-SAT and SCIP (OR-Tools, in the isolated worker
+of isolation.py), CBC through PuLP.  Every incumbent is re-checked by :func:`solvers.finish.finish`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.lp import CHECK_TOL, RawSolution, finish, mpmodel_worker, run_isolated, solve_highs
+from solvers.finish import CHECK_TOL, RawSolution, finish
+from solvers.highs_backend import solve_highs
+from solvers.isolation import run_isolated
+from solvers.mpmodel_backend import mpmodel_worker
 from solvers.problem import Problem
 from solvers.result import Result, Status
 

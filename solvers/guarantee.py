@@ -20,15 +20,12 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from solvers.problem import Problem
-
-if TYPE_CHECKING:  # rounding imports this module at run time, so only the type checker imports back
-    from solvers.rounding import RoundingPlan
+from solvers.rounding_plan import RoundingPlan
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.repair import RowSystem, column_entries, evaluate_moves
+from solvers.rows import RowSystem, column_entries, evaluate_moves
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,10 @@ from solvers.guarantee import compute_guarantee, event_rows
 from solvers.local_search import greedy_singles, improve
 from solvers.lp import solve_lp
 from solvers.problem import Problem
-from solvers.repair import repair, row_system
+from solvers.repair import repair
 from solvers.result import Result, Status, relative_gap
 from solvers.rounding import plan_rounding, round_derandomized, round_trials
+from solvers.rows import row_system
 
 logger = logging.getLogger(__name__)
 

@@ -18,23 +18,24 @@ duals stay aligned with the caller's data.  An all-zero covering row with
 ``d > 0`` (or an all-zero general row whose range excludes 0) can never be
 satisfied and is almost always a modelling bug, so it raises
 :class:`ProblemError` instead of surfacing later as "infeasible".
+
+The argument conversions live in :mod:`solvers.problem_args`; writing a Problem to an MPS or LP
+file is :mod:`solvers.files`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from os import PathLike
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
+from solvers.problem_args import (ProblemError, check_matrix, check_names, check_vector, first_entry, freeze,
+                                  freeze_csr, label)
+
 __all__ = ["ProblemError", "Option", "ChoiceGroup", "Problem"]
-
-
-class ProblemError(ValueError):
-    """Invalid problem data; the message names the argument/row/column and the reason."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,80 +74,6 @@ class ChoiceGroup:
         object.__setattr__(self, "options", tuple(self.options))
 
 
-def _names(arg: str, names: Sequence[str] | None, size: int) -> tuple[str, ...] | None:
-    if names is None:
-        return None
-    names = tuple(str(s) for s in names)
-    if len(names) != size:
-        raise ProblemError(f"{arg}: expected {size} names, got {len(names)}")
-    return names
-
-
-def _label(names: tuple[str, ...] | None, i: int) -> str:
-    return f"{i} ({names[i]!r})" if names is not None else str(i)
-
-
-def _vector(arg: str, value: Any, size: int | None, *, default: float | None = None) -> np.ndarray:
-    if value is None:
-        if default is None:
-            raise ProblemError(f"{arg}: required")
-        value = np.full(size, default)
-    try:
-        arr = np.array(value, dtype=np.float64).reshape(-1) if np.ndim(value) else None
-    except (TypeError, ValueError) as exc:
-        raise ProblemError(f"{arg}: not convertible to a float vector ({exc})") from exc
-    if arr is None:
-        raise ProblemError(f"{arg}: must be a 1-D vector, got a scalar")
-    if np.ndim(value) != 1:
-        raise ProblemError(f"{arg}: must be 1-D, got shape {np.shape(value)}")
-    if size is not None and arr.size != size:
-        raise ProblemError(f"{arg}: expected length {size}, got {arr.size}")
-    if np.isnan(arr).any():
-        raise ProblemError(f"{arg}[{int(np.flatnonzero(np.isnan(arr))[0])}] is NaN")
-    return arr
-
-
-def _matrix(arg: str, value: Any, n: int) -> sp.csr_array:
-    if value is None:
-        return sp.csr_array((0, n), dtype=np.float64)
-    try:
-        if sp.issparse(value):
-            mat = sp.csr_array(value, dtype=np.float64)
-        else:
-            dense = np.asarray(value, dtype=np.float64)
-            if dense.ndim != 2:
-                raise ProblemError(f"{arg}: must be 2-D, got shape {dense.shape}")
-            mat = sp.csr_array(dense)
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ProblemError):
-            raise
-        raise ProblemError(f"{arg}: not convertible to a float matrix ({exc})") from exc
-    if mat.shape[1] != n:
-        raise ProblemError(f"{arg}: has {mat.shape[1]} columns but c has {n} entries")
-    mat = mat.copy()
-    mat.sum_duplicates()
-    mat.eliminate_zeros()
-    mat.sort_indices()
-    return mat
-
-
-def _first_entry(mat: sp.csr_array, mask: np.ndarray) -> tuple[int, int, float]:
-    k = int(np.flatnonzero(mask)[0])
-    row = int(np.searchsorted(mat.indptr, k, side="right") - 1)
-    return row, int(mat.indices[k]), float(mat.data[k])
-
-
-def _freeze(arr: np.ndarray) -> np.ndarray:
-    arr.flags.writeable = False
-    return arr
-
-
-def _freeze_csr(mat: sp.csr_array) -> sp.csr_array:
-    for part in (mat.data, mat.indices, mat.indptr):
-        part.flags.writeable = False
-    return mat
-
-
 class Problem:
     """min/max c.x + offset  s.t.  A x <= b (packing, A>=0, b>=0), C x >= d (covering, C>=0, d>=0),
     g_lo <= G x <= g_hi (general rows, any sign), 0 <= x <= upper, x_i integer where integer[i],
@@ -179,7 +106,7 @@ class Problem:
         cover_names: Sequence[str] | None = None,
         general_names: Sequence[str] | None = None,
     ) -> None:
-        c = _vector("c", c, None)
+        c = check_vector("c", c, None)
         if not np.isfinite(c).all():
             raise ProblemError(f"c[{int(np.flatnonzero(~np.isfinite(c))[0])}] is not finite")
         n = c.size
@@ -191,62 +118,62 @@ class Problem:
             raise ProblemError(f"offset: not a number ({exc})") from exc
         if not math.isfinite(offset):
             raise ProblemError(f"offset: must be finite, got {offset}")
-        self.var_names = _names("var_names", var_names, n)
+        self.var_names = check_names("var_names", var_names, n)
 
-        A_, C_, G_ = _matrix("A", A, n), _matrix("C", C, n), _matrix("G", G, n)
-        self.pack_names = _names("pack_names", pack_names, A_.shape[0])
-        self.cover_names = _names("cover_names", cover_names, C_.shape[0])
-        self.general_names = _names("general_names", general_names, G_.shape[0])
+        A_, C_, G_ = check_matrix("A", A, n), check_matrix("C", C, n), check_matrix("G", G, n)
+        self.pack_names = check_names("pack_names", pack_names, A_.shape[0])
+        self.cover_names = check_names("cover_names", cover_names, C_.shape[0])
+        self.general_names = check_names("general_names", general_names, G_.shape[0])
         b_ = self._rhs("b", b, A_, "A")
         d_ = self._rhs("d", d, C_, "C")
         for arg, mat, names in (("A", A_, self.pack_names), ("C", C_, self.cover_names), ("G", G_, self.general_names)):
             bad = ~np.isfinite(mat.data)
             if bad.any():
-                r, j, v = _first_entry(mat, bad)
+                r, j, v = first_entry(mat, bad)
                 raise ProblemError(
-                    f"{arg}[row {_label(names, r)}, column {_label(self.var_names, j)}] = {v} is not finite"
+                    f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} is not finite"
                 )
         for arg, mat, names, kind in (("A", A_, self.pack_names, "packing"), ("C", C_, self.cover_names, "covering")):
             neg = mat.data < 0
             if neg.any():
-                r, j, v = _first_entry(mat, neg)
+                r, j, v = first_entry(mat, neg)
                 raise ProblemError(
-                    f"{arg}[row {_label(names, r)}, column {_label(self.var_names, j)}] = {v} < 0: "
+                    f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} < 0: "
                     f"{kind} coefficients must be non-negative (put signed rows in G)"
                 )
         for arg, vec, names, kind in (("b", b_, self.pack_names, "packing"), ("d", d_, self.cover_names, "covering")):
             neg = vec < 0
             if neg.any():
                 r = int(np.flatnonzero(neg)[0])
-                raise ProblemError(f"{arg}[row {_label(names, r)}] = {vec[r]} < 0: {kind} right-hand sides must be >= 0")
+                raise ProblemError(f"{arg}[row {label(names, r)}] = {vec[r]} < 0: {kind} right-hand sides must be >= 0")
         empty_cover = (np.diff(C_.indptr) == 0) & (d_ > 0)
         if empty_cover.any():
             r = int(np.flatnonzero(empty_cover)[0])
-            raise ProblemError(f"C[row {_label(self.cover_names, r)}] is all zero but d = {d_[r]} > 0: never satisfiable")
+            raise ProblemError(f"C[row {label(self.cover_names, r)}] is all zero but d = {d_[r]} > 0: never satisfiable")
 
         m_g = G_.shape[0]
-        lo_ = _vector("g_lo", g_lo, m_g, default=-np.inf)
-        hi_ = _vector("g_hi", g_hi, m_g, default=np.inf)
+        lo_ = check_vector("g_lo", g_lo, m_g, default=-np.inf)
+        hi_ = check_vector("g_hi", g_hi, m_g, default=np.inf)
         if m_g and g_lo is None and g_hi is None:
             raise ProblemError("G: given without g_lo or g_hi")
         for arg, vec, bad_val in (("g_lo", lo_, np.inf), ("g_hi", hi_, -np.inf)):
             if (vec == bad_val).any():
                 r = int(np.flatnonzero(vec == bad_val)[0])
-                raise ProblemError(f"{arg}[row {_label(self.general_names, r)}] = {bad_val}: row can never hold")
+                raise ProblemError(f"{arg}[row {label(self.general_names, r)}] = {bad_val}: row can never hold")
         if (lo_ > hi_).any():
             r = int(np.flatnonzero(lo_ > hi_)[0])
-            raise ProblemError(f"general row {_label(self.general_names, r)}: g_lo = {lo_[r]} > g_hi = {hi_[r]}")
+            raise ProblemError(f"general row {label(self.general_names, r)}: g_lo = {lo_[r]} > g_hi = {hi_[r]}")
         empty_gen = (np.diff(G_.indptr) == 0) & ((lo_ > 0) | (hi_ < 0))
         if empty_gen.any():
             r = int(np.flatnonzero(empty_gen)[0])
             raise ProblemError(
-                f"G[row {_label(self.general_names, r)}] is all zero but 0 is outside [{lo_[r]}, {hi_[r]}]: never satisfiable"
+                f"G[row {label(self.general_names, r)}] is all zero but 0 is outside [{lo_[r]}, {hi_[r]}]: never satisfiable"
             )
 
-        upper_ = _vector("upper", upper, n, default=np.inf)
+        upper_ = check_vector("upper", upper, n, default=np.inf)
         if (upper_ < 0).any():
             j = int(np.flatnonzero(upper_ < 0)[0])
-            raise ProblemError(f"upper[{_label(self.var_names, j)}] = {upper_[j]} < 0: lower bounds are 0")
+            raise ProblemError(f"upper[{label(self.var_names, j)}] = {upper_[j]} < 0: lower bounds are 0")
         if integer is None:
             integer_ = np.ones(n, dtype=bool)
         else:
@@ -257,14 +184,14 @@ class Problem:
                 raise ProblemError("integer: must be a boolean mask")
             integer_ = integer_.astype(bool)
 
-        self.c = _freeze(c)
+        self.c = freeze(c)
         self.sense = sense
         self.n = n
-        self.A, self.C, self.G = _freeze_csr(A_), _freeze_csr(C_), _freeze_csr(G_)
-        self.b, self.d = _freeze(b_), _freeze(d_)
-        self.g_lo, self.g_hi = _freeze(lo_), _freeze(hi_)
-        self.upper = _freeze(upper_)
-        self.integer = _freeze(integer_)
+        self.A, self.C, self.G = freeze_csr(A_), freeze_csr(C_), freeze_csr(G_)
+        self.b, self.d = freeze(b_), freeze(d_)
+        self.g_lo, self.g_hi = freeze(lo_), freeze(hi_)
+        self.upper = freeze(upper_)
+        self.integer = freeze(integer_)
         self.groups = self._check_groups(groups)
         self.offset = offset
         self.name = str(name)
@@ -287,7 +214,7 @@ class Problem:
         m = mat.shape[0]
         if value is None and m:
             raise ProblemError(f"{arg}: required because {mat_arg} has {m} rows")
-        vec = _vector(arg, value, m, default=0.0)
+        vec = check_vector(arg, value, m, default=0.0)
         if not np.isfinite(vec).all():
             raise ProblemError(f"{arg}[{int(np.flatnonzero(~np.isfinite(vec))[0])}] is not finite")
         return vec
@@ -326,14 +253,14 @@ class Problem:
         bad = np.flatnonzero(~self.integer[ind] | (self.upper[ind] != 1.0))
         if bad.size:
             y = int(ind[bad[0]])
-            fail(int(bad[0]), f"indicator {_label(self.var_names, y)} must be integer with upper bound 1 "
+            fail(int(bad[0]), f"indicator {label(self.var_names, y)} must be integer with upper bound 1 "
                               f"(integer={bool(self.integer[y])}, upper={self.upper[y]})")
         bad = np.flatnonzero((mem < 0) | (mem >= self.n))
         if bad.size:
             fail(int(mem_opt[bad[0]]), f"member index out of range [0, {self.n})")
         bad = np.flatnonzero(~np.isfinite(self.upper[mem]))
         if bad.size:
-            fail(int(mem_opt[bad[0]]), f"member {_label(self.var_names, int(mem[bad[0]]))} needs a finite upper bound")
+            fail(int(mem_opt[bad[0]]), f"member {label(self.var_names, int(mem[bad[0]]))} needs a finite upper bound")
         used = np.concatenate((ind, mem))
         owner = np.concatenate((np.arange(len(where)), mem_opt))
         order = np.argsort(used, kind="stable")
@@ -341,7 +268,7 @@ class Problem:
         if repeat.size:
             clash = order[repeat]
             first = int(clash[np.argmin(owner[clash])])
-            fail(int(owner[first]), f"variable {_label(self.var_names, int(used[first]))} already appears in a "
+            fail(int(owner[first]), f"variable {label(self.var_names, int(used[first]))} already appears in a "
                                     "choice option (each variable may be in at most one option of one group)")
         return groups
 
@@ -369,7 +296,7 @@ class Problem:
         exact = np.array([grp.exact for grp in self.groups], dtype=bool)
         lo = np.concatenate((np.where(exact, 1.0, -np.inf), np.full(n_link, -np.inf)))
         hi = np.concatenate((np.ones(n_groups), np.zeros(n_link)))
-        return _freeze_csr(R), _freeze(lo), _freeze(hi)
+        return freeze_csr(R), freeze(lo), freeze(hi)
 
     def implied_rows(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
         """The rows the choice groups imply, as general rows lo <= R x <= hi:
@@ -416,22 +343,3 @@ class Problem:
         if x.shape != (self.n,):
             raise ProblemError(f"x: expected shape ({self.n},), got {x.shape}")
         return float(self.c @ x + self.offset)
-
-    def to_mps(self, path: str | PathLike[str]) -> None:
-        """Write the MIP (choice groups as implied rows) as MPS through HiGHS, for other solvers to read."""
-        self._write(path, ".mps")
-
-    def to_lp(self, path: str | PathLike[str]) -> None:
-        """Write the MIP (choice groups as implied rows) in CPLEX LP format through HiGHS."""
-        self._write(path, ".lp")
-
-    def _write(self, path: str | PathLike[str], suffix: str) -> None:
-        # HiGHS picks the format from the file extension, so insist on the right one.
-        if not str(path).endswith(suffix):
-            raise ValueError(f"path {str(path)!r} must end with {suffix!r}")
-        from solvers.lp import highs_instance  # lazy: highspy is only needed when writing/solving
-
-        h = highs_instance(self, relax=False, names=True)
-        status = h.writeModel(str(path))
-        if status.name != "kOk" and status.name != "kWarning":
-            raise OSError(f"HiGHS could not write {path}: {status}")

@@ -2,7 +2,6 @@
 
 import re
 
-import highspy
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +9,8 @@ from hypothesis import strategies as st
 
 from solvers.check import is_feasible
 from solvers.exact import EXACT_BACKENDS, cpsat_model, solve_exact
+from solvers.files import write_lp, write_mps
+from solvers.highs_backend import new_highs
 from solvers.lp import solve_lp
 from solvers.problem import ChoiceGroup, Option, Problem
 from solvers.result import Status
@@ -156,10 +157,9 @@ def test_mps_and_lp_round_trip(tmp_path):
     named = Problem(c=problem.c, C=problem.C, d=problem.d, upper=problem.upper, groups=problem.groups,
                     var_names=[f"w{i}_j{j}" for i in range(3) for j in range(3)], cover_names=["j0", "j1", "j2"])
     for path in (tmp_path / "m.mps", tmp_path / "m.lp"):
-        (named.to_mps if path.suffix == ".mps" else named.to_lp)(path)
+        (write_mps if path.suffix == ".mps" else write_lp)(named, path)
         assert "w0_j1" in path.read_text()
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         assert h.readModel(str(path)).name == "kOk"
         h.run()
         assert h.getModelStatus().name == "kOptimal"

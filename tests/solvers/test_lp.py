@@ -7,12 +7,13 @@ import pytest
 
 from solvers.check import is_feasible
 from solvers.exact import solve_exact
-from solvers.lp import (CHECK_TOL, LP_BACKENDS, RawSolution, finish, implied_upper, lagrangian_bound,
-                        run_isolated, solve_lp)
+from solvers.finish import CHECK_TOL, RawSolution, finish, implied_upper, lagrangian_bound
+from solvers.isolation import run_isolated
+from solvers.lp import LP_BACKENDS, solve_lp
 from solvers.problem import ChoiceGroup, Option, Problem
 from solvers.result import Status
 
-import solvers.lp as lp_module
+import solvers.isolation as isolation_module
 
 
 def hand_lp(sense="min"):
@@ -173,6 +174,6 @@ def test_unknown_backend():
 def test_worker_reports_errors_and_recovers():
     raw = run_isolated(math.sqrt, -1.0, time_limit=None)
     assert raw.status is Status.ERROR and "ValueError" in raw.message
-    lp_module._worker.proc.kill()
-    lp_module._worker.proc.wait()
+    isolation_module._worker.proc.kill()
+    isolation_module._worker.proc.wait()
     assert solve_lp(hand_lp(), backend="glop").status is Status.OPTIMAL

@@ -5,6 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from solvers.check import is_feasible, violations
+from solvers.files import write_mps
 from solvers.problem import ChoiceGroup, Option, Problem, ProblemError
 
 BASE = dict(c=[1.0, 2.0, 3.0], A=[[1, 1, 0]], b=[1.0], C=[[0, 1, 1]], d=[1.0])
@@ -199,6 +200,6 @@ def test_violation_tolerance_scales_with_rhs():
     assert is_feasible(q, [0.5 + 5e-7]) and not is_feasible(q, [0.5 + 2e-6])
 
 
-def test_to_mps_rejects_wrong_extension(tmp_path):
+def test_write_mps_rejects_wrong_extension(tmp_path):
     with pytest.raises(ValueError, match=r"must end with '\.mps'"):
-        Problem(**BASE).to_mps(tmp_path / "model.lp")
+        write_mps(Problem(**BASE), tmp_path / "model.lp")

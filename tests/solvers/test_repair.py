@@ -10,8 +10,9 @@ from solvers.check import is_feasible, violations
 from solvers.local_search import improve
 from solvers.pipeline import solve_rounding
 from solvers.problem import ChoiceGroup, Option, Problem
-from solvers.repair import repair, row_system
+from solvers.repair import repair
 from solvers.result import Status
+from solvers.rows import row_system
 
 
 def random_mpc(seed: int, *, general: bool = False, kind: str = "mixed") -> Problem:
