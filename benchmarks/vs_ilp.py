@@ -37,7 +37,7 @@ def run_one(path: Path, time_limit: float, trials: int, budget: float) -> dict:
         sol = solve(inst, solver=solver, seed=0, trials=trials, time_limit=limit, bound=solver == "rounding")
         row[f"{solver}_seconds"] = time.perf_counter() - start
         row[f"{solver}_objective"] = sol.objective
-        row[f"{solver}_status"] = sol.certificate.status
+        row[f"{solver}_status"] = sol.certificate.status.value
         if solver == "rounding":
             row["lp_bound"] = sol.certificate.lower_bound
             row["rounding_timings"] = sol.certificate.timings

@@ -33,6 +33,7 @@ from placement.strict_json import FileFormatError
 from placement.instance import Instance
 from placement.schedule import Schedule
 from placement.solve import SOLVERS, solve
+from solvers.result import Status
 
 logger = logging.getLogger(__name__)
 
@@ -96,13 +97,13 @@ def solve_instance(path: str, instance: Instance, options: Options) -> dict[str,
         return {"path": path, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
                 "time_solve": time.perf_counter() - t0}
     cert = solution.certificate
-    failed = solution.schedule is None and cert.status != "bound"
-    return {"path": path, "status": cert.status, "objective": solution.objective,
+    failed = solution.schedule is None and cert.status is not Status.BOUND
+    return {"path": path, "status": cert.status.value, "objective": solution.objective,
             "lower_bound": cert.lower_bound, "gap": cert.gap,
             "unfinished": None if solution.report is None else solution.report.unfinished,
             "timings": dict(cert.timings),
             "schedule": None if solution.schedule is None else solution.schedule.to_dict(),
-            "error": f"{cert.status}: {cert.message or 'no schedule'}" if failed else "",
+            "error": f"{cert.status.value}: {cert.message or 'no schedule'}" if failed else "",
             "time_solve": time.perf_counter() - t0}
 
 

@@ -85,6 +85,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from placement.solve import SolveError, solve
+    from solvers.result import Status
 
     instance = _load(Instance, args.instance)
     try:
@@ -95,7 +96,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     cert = solution.certificate
     if solution.schedule is None:
         print(cert.summary())
-        return EXIT_OK if cert.status == "bound" else EXIT_INVALID
+        return EXIT_OK if cert.status is Status.BOUND else EXIT_INVALID
     schedule = solution.schedule
     if args.out:
         schedule.save(args.out)

@@ -42,7 +42,7 @@ class Certificate:
     """What a solve proves: the lower bound, the gap to it, the rounding guarantee."""
 
     solver: str
-    status: str                     # optimal | feasible | bound | time_limit | error
+    status: Status                  # OPTIMAL, FEASIBLE, BOUND (lp-bound), or the solver's failure
     lower_bound: float | None       # a valid lower bound on the optimal weighted JCT
     bound_source: str | None        # "lp" or "mip"
     gap: float | None               # (objective - lower_bound) / objective
@@ -56,7 +56,7 @@ class Certificate:
     message: str = ""
 
     def summary(self) -> str:
-        lines = [f"solver            {self.solver} ({self.status})"]
+        lines = [f"solver            {self.solver} ({self.status.value})"]
         if self.lower_bound is not None:
             model = f", {self.model} model" if self.model else ""
             lines.append(f"lower bound       {self.lower_bound:.6g} s ({self.bound_source}{model})")
@@ -97,7 +97,7 @@ def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_l
         raise SolveError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     if not instance.jobs:
         empty = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
-        return _finish(instance, empty.schedule, empty.report, solver, "optimal", 0.0, "lp", None, {},
+        return _finish(instance, empty.schedule, empty.report, solver, Status.OPTIMAL, 0.0, "lp", None, {},
                        message="no jobs")
     if model == "auto":
         triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
@@ -141,18 +141,18 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
             out = chain.run(instance, time_limit=time_limit)
             trace = out.trace
     except ChainStop as stop:
-        return Solution(None, None, Certificate(name, "error", None, None, None, None, stop.trace.timings,
+        return Solution(None, None, Certificate(name, Status.ERROR, None, None, None, None, stop.trace.timings,
                                                 message=str(stop), model=model))
     if trace.bound is None:
         lp = trace.result
-        return Solution(None, None, Certificate(name, "error", None, None, None, None, trace.timings,
+        return Solution(None, None, Certificate(name, Status.ERROR, None, None, None, None, trace.timings,
                                                 message=f"LP relaxation: {lp.status.value} ({lp.message})",
                                                 model=model))
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", "bound", trace.bound, "lp", None, None, trace.timings,
+        return Solution(None, None, Certificate("lp-bound", Status.BOUND, trace.bound, "lp", None, None, trace.timings,
                                                 model=model))
     schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
-    return _finish(instance, schedule, out.report, "rounding", "feasible", trace.bound, "lp", trace.guarantee,
+    return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, trace.bound, "lp", trace.guarantee,
                    trace.timings, seed=seed, trials=trials, valid_trials=out.checked, model=model)
 
 
@@ -164,23 +164,23 @@ def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
     out = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
     timings["greedy"] = out.trace.timings["greedy"]
     schedule = replace(out.schedule, extra={"solver": "greedy"})
-    return _finish(instance, schedule, out.report, "greedy", "feasible", bound,
+    return _finish(instance, schedule, out.report, "greedy", Status.FEASIBLE, bound,
                    "lp" if bound is not None else None, None, timings, model=model if bound is not None else None)
 
 
 def _exact(instance: Instance, time_limit: float | None, backend: str) -> Solution:
     out = solve_exact_model(instance, backend=backend, time_limit=60.0 if time_limit is None else time_limit)
     if out.schedule is None:
-        cert = Certificate(f"exact:{out.solver}", out.status.value, out.bound, "mip", None, None,
+        cert = Certificate(f"exact:{out.solver}", out.status, out.bound, "mip", None, None,
                            dict(out.timings), exact=out.exact, message=out.message)
         return Solution(None, None, cert)
-    status = "optimal" if out.status is Status.OPTIMAL and out.exact else "feasible"
+    status = Status.OPTIMAL if out.status is Status.OPTIMAL and out.exact else Status.FEASIBLE
     schedule = replace(out.schedule, extra={"solver": f"exact:{out.solver}"})
     return _finish(instance, schedule, out.report, f"exact:{out.solver}", status, out.bound, "mip",
                    None, dict(out.timings), exact=out.exact, message=out.message)
 
 
-def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str, status: str,
+def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str, status: Status,
             bound: float | None, bound_source: str | None, guarantee: Guarantee | None,
             timings: dict[str, float], **extra) -> Solution:
     """Attach the bound to the referee's report of the chosen schedule: the only way a

@@ -16,6 +16,7 @@ class Status(enum.Enum):
 
     FEASIBLE: x satisfies all rows but is not proven optimal (time-out with incumbent, rounding).
     TIME_LIMIT: stopped with NO solution.
+    BOUND: only a bound was asked for (a relaxation solved for its value), so no x is meant.
     """
 
     OPTIMAL = "optimal"
@@ -26,6 +27,7 @@ class Status(enum.Enum):
     NUMERICAL = "numerical"
     ERROR = "error"
     UNAVAILABLE = "unavailable"
+    BOUND = "bound"
 
     @property
     def has_solution(self) -> bool:
