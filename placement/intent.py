@@ -1,7 +1,8 @@
-"""A plan: the allocations a solver *intends* per (slot, job), before repair.
+"""An intent: the allocations a solver *intends* per (slot, job), before repair.
 
-Decoders of LP/rounded solutions and exact models produce plans; the realiser turns a
-plan into a schedule that keeps every MODEL.md rule (capacity, links, shape, life).
+Decoders of LP/rounded solutions and exact models produce intents; the slot rules
+(:mod:`placement.slot_rules`) turn an intent into a schedule that keeps every MODEL.md
+rule (capacity, links, shape, life).
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from placement.schedule import Allocation, Schedule
 
 @dataclass(frozen=True)
 class JobIntent:
-    """One job in one slot: the domain (a machine: local; a switch: spread below it) and
-    the (workers, ps) per machine."""
+    """What a solver intends for one job in one slot: the domain (a machine: local; a
+    switch: spread below it) and the (workers, ps) per machine."""
 
     domain: str
     tasks: dict[str, tuple[int, int]]
@@ -39,7 +40,7 @@ class Intent:
             self.slots = [{} for _ in range(self.horizon)]
 
     def to_schedule(self, instance_name: str | None = None, **extra) -> Schedule:
-        """The plan as it stands (no repair): for exact models whose plan is already valid."""
+        """The intent as it stands (no repair): for exact models whose intent is already valid."""
         return Schedule.from_allocations(
             {t: [Allocation(j, h, w, s) for j, p in sorted(slot.items())
                  for h, (w, s) in sorted(p.tasks.items()) if w or s]
