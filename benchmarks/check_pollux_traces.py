@@ -1,4 +1,4 @@
-"""Check placement.traces.pollux against the Pollux simulator's own code.
+"""Check placement.traces.pollux (and pollux_application) against the Pollux simulator's own code.
 
 Runs in an environment that has the simulator's dependencies (numpy<2, pandas<2) and
 this package, with the simulator's checkout at PEER (default
@@ -53,7 +53,8 @@ def main() -> int:
     from simulator import Job as PeerJob
 
     from placement.integrations.linear_speed import packed, reference_placements
-    from placement.traces.pollux import PolluxApplication, read_pollux_workload
+    from placement.traces.pollux import read_pollux_workload
+    from placement.traces.pollux_application import PolluxApplication
 
     def peer_time(app, placement, bsz):
         job = PeerJob("x", app, 0, target_num_replicas=sum(placement), target_batch_size=bsz)

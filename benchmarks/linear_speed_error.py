@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from placement.integrations.linear_speed import packed  # noqa: E402
-from placement.traces.pollux import (GPUS_PER_NODE, LOCAL_GBPS, WORKER_GBPS,  # noqa: E402
-                                     PolluxApplication, read_pollux_workload)
+from placement.traces.pollux import LOCAL_GBPS, WORKER_GBPS, read_pollux_workload  # noqa: E402
+from placement.traces.pollux_application import GPUS_PER_NODE, PolluxApplication  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

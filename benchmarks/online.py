@@ -55,7 +55,7 @@ from tqdm import tqdm
 
 from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
 from placement.evaluate import isolated_jct
-from placement.generate import parse_cluster
+from placement.cluster_spec import parse_cluster
 from placement.instance import Job
 from placement.online.baselines import BASELINES
 from placement.online.lp_policy import LPRoundingPolicy

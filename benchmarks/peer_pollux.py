@@ -3,10 +3,11 @@
     python benchmarks/peer_pollux.py --simulator DIR --workload DIR/workloads/workload-6.csv
 
 runs, one after the other, every (workload, mode, policy) of the plan inside the peer's
-simulator, unchanged (``placement.integrations.pollux`` makes our policies its policies),
-and replays the same workloads in our own simulator (``placement.traces.pollux`` converts
-them); it writes ``--out`` (JSON: ``{"runs": [...], "replays": [...]}``), a Markdown report
-beside it (``--report``, default ``benchmarks/PEER.md``) and a picture of the averages.
+simulator, unchanged (the runner ``placement.integrations.pollux``, whose
+``pollux_adapter`` makes our policies its policies), and replays the same workloads in our
+own simulator (``placement.traces.pollux`` converts them); it writes ``--out`` (JSON:
+``{"runs": [...], "replays": [...]}``), a Markdown report beside it (``--report``, default
+``benchmarks/PEER.md``) and a picture of the averages.
 
 - DIR is the user's checkout of the simulator (petuum/adaptdl, branch ``osdi21-artifact``,
   folder ``simulator/``): ``git clone -b osdi21-artifact https://github.com/petuum/adaptdl``
@@ -48,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_model  # noqa: E402
 
-from placement.integrations.pollux import (ARENA_OPTIONS, MODES, PEER_POLICIES,  # noqa: E402
-                                           PEER_PACKAGES)
+from placement.integrations.pollux import ARENA_OPTIONS, PEER_PACKAGES, PEER_POLICIES  # noqa: E402
+from placement.integrations.pollux_adapter import MODES  # noqa: E402
 from placement.online.registry import POLICIES  # noqa: E402
 
 #: mode -> policies, the issue's arena: each peer beside our reimplementation of it,

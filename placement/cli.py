@@ -140,7 +140,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from placement.generate import parse_cluster
+    from placement.cluster_spec import parse_cluster
     from placement.online.registry import POLICIES, make_policy
     from placement.simulate import parse_event, plot_simulation, simulate
 

@@ -12,13 +12,10 @@ False sets every ``restart_seconds`` to 0, for which the exact time-indexed ILP 
 exact, without changing any other draw) and ``name`` (default like
 ``racks2x4_j20_s0``: cluster, jobs, seed).
 
-Cluster (:func:`parse_cluster`)
-    ``star:N[@LINK]``, ``racks:RxM[@MACHINE/RACK]`` or ``pai:N`` (the builders of
-    :mod:`placement.clusters`; link speeds in Gbps, defaults 100 for a star and 25/100
-    for racks). Star and racks accept trailing options ``,gpu=G``, ``,cpu=C``,
-    ``,mem=M`` (per-machine capacity; defaults 8 GPUs, 64 cores, 512 GB) and
-    ``,local=L`` (``local_gbps``, default 400), e.g. ``racks:2x4@25/100,gpu=4``.
-    PAI machines are real, so ``pai:N`` takes no options.
+Cluster
+    A spec of :func:`placement.cluster_spec.parse_cluster` (grammar there): ``star:N``,
+    ``racks:RxM`` or ``pai:N``, with link speeds and machine options such as
+    ``racks:2x4@25/100,gpu=4``.
 
 Jobs (one :class:`numpy.random.Generator` seeded with ``seed`` draws everything)
     - Model: uniform over the rows of ``placement/data/dl2_models.csv`` (DL2, Peng et al.;
@@ -61,13 +58,10 @@ Arrivals
 
 Horizon (when not given)
     max(ceil(A / ``arrival_span``), c + 1), where c is the slot in which the last job
-    completes in :func:`first_fit_schedule`: a plain first-come-first-served schedule.
-    Each slot it tries the waiting jobs that have arrived, in arrival order, skipping
-    those that do not fit (backfilling); a job starts with the most workers W, from U
-    down to min_workers, that fit on one machine together with ceil(kappa W) PSs, on the
-    first such machine, and keeps that local placement until it completes. It is a
-    valid schedule (it loads no link), so c + 1 slots are provably enough to finish
-    every job (MODEL.md section 4 asks benchmark horizons to be so).
+    completes in :func:`placement.first_fit.first_fit_schedule`: a plain
+    first-come-first-served schedule, each job local on one machine (rules there). It is
+    a valid schedule, so c + 1 slots are provably enough to finish every job (MODEL.md
+    section 4 asks benchmark horizons to be so).
 
 The same arguments give the identical instance (with the same NumPy version: NumPy may
 change a Generator's streams between releases; ``benchmarks/make_suites.py --check``
@@ -84,12 +78,11 @@ from importlib import resources as package_files
 import numpy as np
 
 from placement import clusters
-from placement.instance import COMPLETE, MB_TO_GB, TOL, Instance, Job
-from placement.schedule import Allocation, Schedule
-from placement.topology import Topology
+from placement.cluster_spec import parse_cluster, tidy
+from placement.first_fit import demand_vector, first_fit
+from placement.instance import MB_TO_GB, TOL, Instance, Job
 
-__all__ = ["Profile", "default_name", "first_fit_schedule", "generate", "load_profiles",
-           "parse_cluster"]
+__all__ = ["Profile", "default_name", "generate", "load_profiles"]
 
 PROFILE_FILE = "dl2_models.csv"
 GPU_SLOTS_PER_GPU = 4
@@ -102,8 +95,6 @@ WORKER_SIZES = (1, 2, 4, 8, 16)
 WORKER_SIZE_PROBS = (0.2, 0.25, 0.25, 0.2, 0.1)
 MIN_WORKERS_PROB = 0.2
 RESTART_SECONDS = (10, 60)
-
-_KINDS = "star:N[@LINK], racks:RxM[@MACHINE/RACK] or pai:N"
 
 
 @dataclass(frozen=True)
@@ -129,86 +120,6 @@ def load_profiles() -> tuple[Profile, ...]:
                          float(r["inter_node_mb_per_s"]), float(r["intra_node_mb_per_s"]),
                          float(r["worker_cpu"]), int(r["worker_gpu_slots"]), float(r["ps_cpu"]))
                  for r in rows)
-
-
-# ----- cluster specs ----------------------------------------------------------------------
-def parse_cluster(spec: str) -> Topology:
-    """Build the cluster named by ``spec`` (grammar in the module docstring), so a command
-    line can say ``racks:2x4@25/100,gpu=4`` instead of writing a topology file."""
-    if not isinstance(spec, str):
-        raise ValueError(f"cluster spec must be a string like 'racks:2x4', got {spec!r}")
-    head, *options = spec.strip().split(",")
-    kind, colon, size = head.partition(":")
-    size, at, speeds = size.partition("@")
-    if not colon or kind not in ("star", "racks", "pai"):
-        raise ValueError(f"cluster {spec!r}: unknown kind {kind!r}; expected {_KINDS}")
-    if kind == "pai":
-        if at or options:
-            raise ValueError(f"cluster {spec!r}: pai:N takes no link speeds or options "
-                             "(its machines and network rules are fixed)")
-        n = _count(spec, size, "the number of machines")
-        try:
-            return clusters.pai(n)
-        except ValueError as exc:
-            raise ValueError(f"cluster {spec!r}: {exc}") from None
-    kwargs = _options(spec, options)
-    if kind == "star":
-        n = _count(spec, size, "the number of machines")
-        if at:
-            kwargs["link_gbps"] = _gbps(spec, speeds)
-        return clusters.star(n, **kwargs)
-    r, x, m = size.partition("x")
-    if not x:
-        raise ValueError(f"cluster {spec!r}: expected racks:RxM (R racks of M machines)")
-    n_racks, per_rack = _count(spec, r, "the number of racks"), _count(spec, m, "machines per rack")
-    if at:
-        machine, slash, rack = speeds.partition("/")
-        if not slash:
-            raise ValueError(f"cluster {spec!r}: link speeds are @MACHINE/RACK in Gbps, "
-                             f"e.g. racks:2x4@25/100")
-        kwargs["machine_gbps"], kwargs["rack_gbps"] = _gbps(spec, machine), _gbps(spec, rack)
-    return clusters.racks(n_racks, per_rack, **kwargs)
-
-
-def _count(spec: str, text: str, what: str) -> int:
-    if not re.fullmatch(r"\d+", text) or int(text) < 1:
-        raise ValueError(f"cluster {spec!r}: {what} must be a positive integer, got {text!r}")
-    return int(text)
-
-
-def _number(spec: str, text: str, what: str, *, zero_ok: bool = False) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        bound = ">= 0" if zero_ok else "> 0"
-        raise ValueError(f"cluster {spec!r}: {what} must be a number {bound}, got {text!r}")
-    return _tidy(value)
-
-
-def _gbps(spec: str, text: str) -> float:
-    return _number(spec, text, "a link speed (Gbps)")
-
-
-def _options(spec: str, options: list[str]) -> dict:
-    capacity = dict(clusters.DEFAULT_CAPACITY)
-    kwargs: dict = {}
-    seen: set[str] = set()
-    for opt in options:
-        key, eq, value = opt.partition("=")
-        if not eq or key not in ("gpu", "cpu", "mem", "local"):
-            raise ValueError(f"cluster {spec!r}: unknown option {opt!r}; expected gpu=G, "
-                             "cpu=C, mem=M or local=L")
-        if key in seen:
-            raise ValueError(f"cluster {spec!r}: option {key!r} is given twice")
-        seen.add(key)
-        if key == "local":
-            kwargs["local_gbps"] = _number(spec, value, "local=")
-        else:
-            capacity[key] = _number(spec, value, f"{key}=", zero_ok=key == "gpu")
-    kwargs["capacity"] = capacity
-    return kwargs
 
 
 # ----- the generator ----------------------------------------------------------------------
@@ -255,7 +166,7 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
         worker, ps = _demands(p)
         theta = _batch_time(p, float(local[fit >= 1].max()))
         ps_count = math.ceil(U / mult)
-        need = U * _vec(worker, resources) + ps_count * _vec(ps, resources)
+        need = U * demand_vector(worker, resources) + ps_count * demand_vector(ps, resources)
         share = max(need[r] / total[r] for r in range(len(resources)) if total[r] > 0)
         offered += share * run_slots[k]
         wg = _worker_gbps(p)
@@ -272,7 +183,7 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
     job_list = tuple(Job(id=f"j{k}", arrival=int(a), **d)
                      for k, (a, d) in enumerate(zip(arrivals, drafts)))
     if horizon is None:
-        _, completion = _first_fit(job_list, topology, resources, slot_seconds, limit=None)
+        _, completion = first_fit(job_list, topology, resources, slot_seconds, limit=None)
         horizon = max(math.ceil(window / arrival_span), max(completion) + 1, 1)
     return Instance(slot_seconds=slot_seconds, horizon=horizon, resources=resources,
                     topology=topology, jobs=job_list,
@@ -318,14 +229,9 @@ def _check_args(**a) -> None:
 def _demands(p: Profile) -> tuple[dict[str, float], dict[str, float]]:
     """Worker and PS demand vectors of a profile (rules in the module docstring)."""
     copies = math.ceil(MEM_MODEL_COPIES * p.model_mb / 1000)
-    worker = {"gpu": _tidy(p.worker_gpu_slots / GPU_SLOTS_PER_GPU), "cpu": _tidy(p.worker_cpu),
+    worker = {"gpu": tidy(p.worker_gpu_slots / GPU_SLOTS_PER_GPU), "cpu": tidy(p.worker_cpu),
               "mem": WORKER_MEM_BASE_GB + copies}
-    return worker, {"cpu": _tidy(p.ps_cpu), "mem": PS_MEM_BASE_GB + copies}
-
-
-def _tidy(x: float) -> float:
-    """Whole numbers as ints, so the JSON reads ``2`` rather than ``2.0``."""
-    return int(x) if float(x).is_integer() else x
+    return worker, {"cpu": tidy(p.ps_cpu), "mem": PS_MEM_BASE_GB + copies}
 
 
 def _worker_gbps(p: Profile) -> float:
@@ -336,74 +242,13 @@ def _batch_time(p: Profile, gbps: float) -> float:
     return p.batch_seconds + 2 * p.model_mb * MB_TO_GB / gbps
 
 
-def _vec(demand: dict[str, float], resources: tuple[str, ...]) -> np.ndarray:
-    return np.array([demand.get(r, 0) for r in resources], dtype=float)
-
-
 def _local_max(p: Profile, upto: int, kappa: float, cap: np.ndarray) -> np.ndarray:
     """Per machine, the most workers (<= ``upto``) of profile ``p`` that fit on it with
     their ceil(kappa W) PSs (kappa = 1/m is exact for the multiples used)."""
     worker, ps = _demands(p)
-    a, b = _vec(worker, clusters.RESOURCES), _vec(ps, clusters.RESOURCES)
+    a, b = demand_vector(worker, clusters.RESOURCES), demand_vector(ps, clusters.RESOURCES)
     best = np.zeros(len(cap), dtype=int)
     for w in range(1, upto + 1):
         fits = np.all(w * a + math.ceil(kappa * w) * b <= cap + TOL, axis=1)
         best = np.where(fits, w, best)
     return best
-
-
-# ----- the horizon witness ----------------------------------------------------------------
-def first_fit_schedule(instance: Instance) -> Schedule:
-    """The simple schedule the default horizon is derived from (module docstring); a
-    valid schedule, so validating it proves the horizon long enough when every job
-    completes in it. Slots beyond the horizon are cut off."""
-    by_slot, _ = _first_fit(instance.jobs, instance.topology, instance.resources,
-                            instance.slot_seconds, limit=instance.horizon)
-    return Schedule.from_allocations(by_slot, instance.name, solver="first-fit")
-
-
-def _first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, ...],
-               slot_seconds: float, limit: int | None
-               ) -> tuple[dict[int, list[Allocation]], list[int]]:
-    """Allocations by slot and each job's completion slot (-1 if not within ``limit``).
-
-    Terminates without a limit when every job's min_workers fit on some empty machine
-    (as :func:`generate` ensures): once the cluster drains, the first waiting job starts."""
-    free = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
-                    dtype=float)
-    order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival, k))
-    placed: dict[int, tuple[int, int, int, np.ndarray, float, int]] = {}
-    done = [0.0] * len(jobs)
-    completion = [-1] * len(jobs)
-    waiting = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival, k))
-    by_slot: dict[int, list[Allocation]] = {}
-    t = 0
-    while (waiting or placed) and (limit is None or t < limit):
-        for k in [k for k in waiting if jobs[k].arrival <= t]:
-            job = jobs[k]
-            a, b = _vec(job.worker, resources), _vec(job.ps, resources)
-            if not np.all(free >= job.min_workers * a + job.min_ps(job.min_workers) * b - TOL,
-                          axis=1).any():
-                continue  # not even min_workers fit anywhere now: wait
-            for w in range(job.max_workers, job.min_workers - 1, -1):
-                need = w * a + job.min_ps(w) * b
-                fits = np.all(free >= need - TOL, axis=1)
-                if fits.any():
-                    h = int(np.argmax(fits))
-                    free[h] -= need
-                    theta = job.batch_time(topology.machines[h].local_gbps)
-                    placed[k] = (h, w, job.min_ps(w), need, theta, t)
-                    waiting.remove(k)
-                    break
-        for k in sorted(placed):
-            job = jobs[k]
-            h, w, s, need, theta, start = placed[k]
-            lost = job.restart_seconds if t == start else 0.0
-            done[k] += w * max(0.0, slot_seconds - lost) / theta
-            by_slot.setdefault(t, []).append(Allocation(job.id, topology.machines[h].id, w, s))
-            if done[k] >= job.work_batches * COMPLETE:
-                completion[k] = t
-                free[h] += need
-                del placed[k]
-        t += 1
-    return by_slot, completion

@@ -22,6 +22,8 @@ __all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Top
 
 #: Absolute tolerance of every comparison in MODEL.md.
 TOL = 1e-9
+#: Slack allowed when comparing a demand to what is free (placement.capacity): inside TOL.
+TOL_FIT = TOL / 2
 #: Megabytes to gigabits (MB * 8 / 1000).
 MB_TO_GB = 0.008
 #: MODEL.md's completion test: a job completes once its batches reach work_batches x COMPLETE.

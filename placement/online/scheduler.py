@@ -24,29 +24,30 @@ lagged the model), or when a machine failure breaks it; an empty commitment is a
 
 Everything the scheduler knows is in :meth:`OnlineScheduler.state` (plain JSON), so a
 restarted manager resumes with :meth:`OnlineScheduler.from_state` and makes the same
-decisions an uninterrupted one would. Nothing here is random.
+decisions an uninterrupted one would (both in :mod:`placement.online.checkpoint`). Nothing
+here is random.
 """
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from placement.instance import Instance, InstanceError, Job
-from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict, View
+from placement.online.checkpoint import Checkpointing, JobRecord
+from placement.online.policy import CommittingPolicy, Policy, TaskDict, View
 from placement.capacity import Residual
 from placement.topology import Machine, Topology
 
-__all__ = ["Drop", "MODES", "OnlineScheduler", "STATE_FORMAT"]
+__all__ = ["Drop", "MODES", "OnlineScheduler"]
 
 logger = logging.getLogger(__name__)
 
 MODES = ("reoptimise", "commit")
-STATE_FORMAT = "placement-online-state/1"
 
 
 @dataclass(frozen=True)
@@ -58,22 +59,7 @@ class Drop:
     reason: str
 
 
-@dataclass
-class _Entry:
-    """The scheduler's record of one submitted job (mutable: it changes every slot)."""
-
-    job: Job
-    done: float = 0.0
-    attained: float = 0.0
-    previous: TaskDict = field(default_factory=dict)
-    last_ran: int | None = None
-    commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
-
-    def view_state(self) -> JobState:
-        return JobState(self.job, self.done, self.attained, dict(self.previous), self.last_ran)
-
-
-class OnlineScheduler:
+class OnlineScheduler(Checkpointing):
     """Slot-by-slot placement of jobs that arrive over time (module docstring)."""
 
     def __init__(self, topology: Topology, *, resources: Iterable[str] = ("gpu", "cpu", "mem"),
@@ -96,7 +82,7 @@ class OnlineScheduler:
         self.slot_seconds = float(slot_seconds)
         self.resources = tuple(resources)
         self._topology = self._checked(topology)
-        self._jobs: dict[str, _Entry] = {}      # submitted and still open, in submission order
+        self._jobs: dict[str, JobRecord] = {}      # submitted and still open, in submission order
         self._closed: dict[str, str] = {}       # id -> "finished" | "cancelled"
         self._unrunnable: set[str] = set()      # open jobs that fit nowhere on the current cluster
         self._last_t: int | None = None
@@ -181,7 +167,7 @@ class OnlineScheduler:
         logger.info("machine %s added below %s", machine.id, parent_switch)
 
     # ----- jobs ----------------------------------------------------------------------------
-    def _open(self, job_id: str) -> _Entry:
+    def _open(self, job_id: str) -> JobRecord:
         if job_id in self._jobs:
             return self._jobs[job_id]
         if job_id in self._closed:
@@ -206,7 +192,7 @@ class OnlineScheduler:
         why = self._why_unrunnable(job, self._topology)
         if why:
             raise ValueError(f"job {job.id!r} cannot run on this cluster: {why}")
-        self._jobs[job.id] = _Entry(job)
+        self._jobs[job.id] = JobRecord(job)
 
     def revise(self, job: Job) -> None:
         """The cluster re-measured an open job (its speed, size or shape changed): the
@@ -366,7 +352,7 @@ class OnlineScheduler:
         return {j: self._jobs[j].commitment[t] for j in view.jobs
                 if self._jobs[j].commitment and t in self._jobs[j].commitment}
 
-    def _commit(self, view: View, entry: _Entry) -> None:
+    def _commit(self, view: View, entry: JobRecord) -> None:
         entry.commitment = None
         job_id = entry.job.id
 
@@ -395,64 +381,6 @@ class OnlineScheduler:
         else:
             logger.info("slot %d: the policy rejected job %s; it will not run", view.t, job_id)
 
-    # ----- checkpoint ------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        """Everything needed to resume (plain JSON types); a policy with ``state()`` adds its own."""
-        get = getattr(self.policy, "state", None)
-        return {
-            "format": STATE_FORMAT,
-            "policy": getattr(self.policy, "name", type(self.policy).__name__),
-            "policy_state": get() if callable(get) else None,
-            "mode": self.mode, "lookahead": self.lookahead, "slot_seconds": self.slot_seconds,
-            "resources": list(self.resources), "topology": self._topology.to_dict(),
-            "last_slot": self._last_t, "drops_total": self.drops_total,
-            "closed": dict(self._closed),
-            "jobs": [{"job": e.job.to_dict(), "done": e.done, "attained": e.attained,
-                      "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
-                      "commitment": None if e.commitment is None else
-                      {str(s): _tasks_out(v) for s, v in e.commitment.items()}}
-                     for e in self._jobs.values()],
-        }
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any], policy: Policy | CommittingPolicy) -> "OnlineScheduler":
-        """A scheduler that continues exactly where the one that wrote ``state`` stopped."""
-        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not an online scheduler state (expected format {STATE_FORMAT!r})")
-        try:
-            sched = cls(Topology.from_dict(state["topology"]), resources=state["resources"],
-                        policy=policy, lookahead=state["lookahead"],
-                        slot_seconds=state["slot_seconds"], mode=state["mode"])
-            name = getattr(policy, "name", None)
-            if name != state["policy"]:
-                logger.warning("resuming a state written with policy %r using policy %r",
-                               state["policy"], name)
-            load = getattr(policy, "load_state", None)
-            if state["policy_state"] is not None and callable(load):
-                load(state["policy_state"])
-            for i, raw in enumerate(state["jobs"]):
-                job = Job.from_dict(raw["job"], f"jobs[{i}].job")
-                sched._jobs[job.id] = _Entry(
-                    job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
-                    raw["last_ran"], None if raw["commitment"] is None else
-                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
-            sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
-            sched._last_t = state["last_slot"]
-            sched.drops_total = int(state["drops_total"])
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"malformed online scheduler state: {exc!r}") from None
-        sched._unrunnable = {j for j, e in sched._jobs.items()
-                             if sched._why_unrunnable(e.job, sched._topology)}
-        return sched
-
-
 def _is_count(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
 
-
-def _tasks_out(tasks: TaskDict) -> list[list[Any]]:
-    return [[h, int(w), int(s)] for h, (w, s) in tasks.items()]
-
-
-def _tasks_in(rows: Iterable[list[Any]]) -> TaskDict:
-    return {str(h): (int(w), int(s)) for h, w, s in rows}

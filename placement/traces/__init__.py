@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from placement.clusters import RESOURCES
-from placement.generate import _first_fit, _vec
+from placement.first_fit import demand_vector, first_fit
 from placement.instance import TOL, Instance, Job
 from placement.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
@@ -43,7 +43,7 @@ def instance_from_jobs(jobs: Iterable[Job], topology: Topology, *, slot_seconds:
     never run, and U also sets the charge of an unfinished job. The count is logged.
 
     The default horizon is generous and provably enough: one slot past the completion
-    of the last job in :func:`placement.generate.first_fit_schedule`'s schedule (first
+    of the last job in :func:`placement.first_fit.first_fit_schedule`'s schedule (first
     come, first served, each job local on one machine, backfilling), a valid schedule
     that finishes every job, so a good schedule finishes every job inside it (MODEL.md
     section 4). It needs each job's ``min_workers`` and their PSs to fit on one empty
@@ -60,12 +60,13 @@ def instance_from_jobs(jobs: Iterable[Job], topology: Topology, *, slot_seconds:
     cap = _capacities(topology)
     for j in jobs:
         w = j.min_workers
-        need = w * _vec(j.worker, RESOURCES) + j.min_ps(w) * _vec(j.ps, RESOURCES)
+        need = (w * demand_vector(j.worker, RESOURCES)
+                + j.min_ps(w) * demand_vector(j.ps, RESOURCES))
         if not np.all(need <= cap + TOL, axis=1).any():
             raise ValueError(f"job {j.id!r}: its min_workers ({w}) and their PSs fit on no "
                              "single machine, so the first-fit horizon cannot be derived; "
                              "pass horizon=")
-    _, completion = _first_fit(instance.jobs, topology, RESOURCES, slot_seconds, limit=None)
+    _, completion = first_fit(instance.jobs, topology, RESOURCES, slot_seconds, limit=None)
     return dataclasses.replace(instance, horizon=max(completion, default=0) + 1)
 
 
@@ -74,7 +75,7 @@ def _cap_workers(jobs: list[Job], topology: Topology) -> list[Job]:
     cap = _capacities(topology)
     out, capped = [], 0
     for j in jobs:
-        a, b = _vec(j.worker, RESOURCES), _vec(j.ps, RESOURCES)
+        a, b = demand_vector(j.worker, RESOURCES), demand_vector(j.ps, RESOURCES)
         most = np.zeros(len(cap), dtype=int)
         for w in range(1, j.max_workers + 1):
             fits = np.all(w * a + j.min_ps(w) * b <= cap + TOL, axis=1)

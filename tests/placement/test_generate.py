@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 import placement
 from placement import generate as gen
+from placement.cluster_spec import parse_cluster
 from placement.evaluate import evaluate
-from placement.generate import first_fit_schedule, generate, load_profiles, parse_cluster
+from placement.first_fit import first_fit_schedule
+from placement.generate import generate, load_profiles
 from placement.instance import Instance
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -108,7 +108,7 @@ def test_queue_delay_and_extra_are_the_same_charge():
 
 
 def test_leftover_is_own_time_and_cluster_share():
-    from placement.generate import parse_cluster
+    from placement.cluster_spec import parse_cluster
     from placement.online.queue_charge import leftover
     jobs = (_job("wide", 0, 2, 16), _job("one", 0, 3, 1))
     inst = Instance(slot_seconds=1800, horizon=4, resources=("gpu", "cpu", "mem"),
@@ -139,7 +139,7 @@ def test_queueing_charge_stops_deferring_a_wide_job():
     # With only MODEL.md's unfinished charge the window keeps deferring it (it would
     # "finish 2 h after the window" every time); its leftover also delays the long jobs'
     # leftover, and charging that makes the policy run it at once, as the slot rules do.
-    from placement.generate import parse_cluster
+    from placement.cluster_spec import parse_cluster
     from placement.online.greedy_policy import GreedyPolicy
     jobs = [_job("long0", 0, 40, 8), _job("long1", 0, 40, 8), _job("wide", 1, 2, 16)]
     topo = parse_cluster("racks:1x2")

@@ -1,4 +1,5 @@
-"""The Pollux simulator's workloads and traces as jobs (placement.traces.pollux).
+"""The Pollux simulator's workloads and traces as jobs (placement.traces.pollux and
+placement.traces.pollux_application).
 
 ``tests/data/pollux/traces/bert`` is an unchanged copy of the bert folder of the Pollux
 simulator's traces (pollux-simulator, OSDI'21 artifact, Apache 2.0; 33 KB: its validation
@@ -20,8 +21,8 @@ from placement.integrations.linear_speed import packed, useful_count
 from placement.simulate import simulate
 from placement.online.registry import make_policy
 from placement.traces import instance_from_jobs, pollux_cluster, read_pollux_workload
-from placement.traces.pollux import (LOCAL_GBPS, RESTART_SECONDS, WORKER_GBPS, AppSettings,
-                                     PolluxApplication)
+from placement.traces.pollux import LOCAL_GBPS, RESTART_SECONDS, WORKER_GBPS
+from placement.traces.pollux_application import AppSettings, PolluxApplication
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pollux"
 TRACES = DATA / "traces"

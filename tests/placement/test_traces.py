@@ -20,8 +20,9 @@ import pytest
 from placement import generate as gen
 from placement.clusters import racks
 from placement.evaluate import evaluate
+from placement.first_fit import first_fit_schedule
 from placement.strict_json import FileFormatError, InstanceError
-from placement.generate import first_fit_schedule, generate
+from placement.generate import generate
 from placement.instance import Job
 from placement.schedule import Allocation, Schedule
 from placement.traces import instance_from_jobs, read_joblist, read_philly, write_joblist

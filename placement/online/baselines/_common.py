@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from placement.instance import Instance, Job
+from placement.instance import TOL_FIT, Instance, Job
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import TOL_FIT, Residual
+from placement.capacity import Residual
 from placement.progress import batch_time, canonical
 
 Tasks = Mapping[str, tuple[int, int]]

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.instance import COMPLETE, Instance, Job
+from placement.instance import COMPLETE, TOL_FIT, Instance, Job
 from placement.online.baselines._common import arrival_order, local_time, workers
 from placement.online.policy import TaskDict, View
-from placement.capacity import TOL_FIT, Residual
+from placement.capacity import Residual
 from placement.progress import batch_time
 
 

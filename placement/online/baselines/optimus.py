@@ -5,11 +5,11 @@ import heapq
 
 import numpy as np
 
-from placement.instance import Job
+from placement.instance import TOL_FIT, Job
 from placement.online.baselines._common import (arrival_order, by_workers, keep_previous,
                                                 settle, share, workers)
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import TOL_FIT, Residual
+from placement.capacity import Residual
 from placement.progress import batch_time
 
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.instance import Instance, Job
+from placement.instance import TOL_FIT, Instance, Job
 from placement.online.baselines._common import (arrival_order, local_time, moves_pay, settle,
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
-from placement.capacity import TOL_FIT, Residual
+from placement.capacity import Residual
 from placement.progress import batch_time, canonical
 
 

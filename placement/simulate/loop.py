@@ -1,4 +1,4 @@
-"""Trace-driven simulation: a job stream played through an :class:`OnlineScheduler`.
+"""The simulation loop: a job stream played through an :class:`OnlineScheduler`.
 
 Slot by slot: apply the cluster events of the slot (machine failure, repair or growth, a
 restart of the manager from its JSON checkpoint), submit the jobs that arrive, time
@@ -22,210 +22,28 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Union
 
 import numpy as np
 
-from placement.evaluate import Report, Violation, evaluate
+from placement.evaluate import evaluate
 from placement.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
 from placement.online.scheduler import OnlineScheduler
 from placement.progress import ProgressTracker
 from placement.schedule import Allocation, Schedule
+from placement.simulate.events import (MACHINE_EVENTS, AddMachine, Event, RemoveMachine,
+                                       RepairMachine, Restart)
+from placement.simulate.result import SimulationResult
 from placement.topology import Link, Machine, Topology
 
-__all__ = ["AddMachine", "RemoveMachine", "RepairMachine", "Restart", "SimulationResult",
-           "default_horizon", "parse_event", "plot_simulation", "simulate"]
+__all__ = ["HORIZON_FACTOR", "default_horizon", "simulate"]
 
 logger = logging.getLogger(__name__)
 
 #: Slots of slack per slot of the estimated work in the default horizon.
 HORIZON_FACTOR = 4
-
-
-# ----- cluster events ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RemoveMachine:
-    """Machine ``machine`` fails at the start of slot ``t``."""
-
-    t: int
-    machine: str
-
-    def __str__(self) -> str:
-        return f"{self.t}:remove:{self.machine}"
-
-
-@dataclass(frozen=True)
-class RepairMachine:
-    """A machine removed earlier comes back at slot ``t``, as it was (same switch, link)."""
-
-    t: int
-    machine: str
-
-    def __str__(self) -> str:
-        return f"{self.t}:repair:{self.machine}"
-
-
-@dataclass(frozen=True)
-class AddMachine:
-    """A new machine joins below switch ``parent`` with a ``gbps`` link at slot ``t``."""
-
-    t: int
-    machine: Machine
-    parent: str
-    gbps: float
-
-    def __str__(self) -> str:
-        return f"{self.t}:add:{self.machine.id}:{self.parent}:{self.gbps:g}"
-
-
-@dataclass(frozen=True)
-class Restart:
-    """The cluster manager restarts at slot ``t``: the scheduler resumes from its JSON state."""
-
-    t: int
-
-    def __str__(self) -> str:
-        return f"{self.t}:restart"
-
-
-Event = Union[RemoveMachine, RepairMachine, AddMachine, Restart]
-_MACHINE_EVENTS = (RemoveMachine, RepairMachine, AddMachine)
-
-
-def parse_event(text: str) -> Event:
-    """``T:remove:MACHINE``, ``T:repair:MACHINE`` or ``T:restart`` (the CLI's form)."""
-    parts = text.split(":")
-    kinds = {"remove": RemoveMachine, "repair": RepairMachine}
-    if len(parts) >= 2 and parts[0].isdigit():
-        t = int(parts[0])
-        if len(parts) == 3 and parts[1] in kinds and parts[2]:
-            return kinds[parts[1]](t, parts[2])
-        if len(parts) == 2 and parts[1] == "restart":
-            return Restart(t)
-    raise ValueError(f"event {text!r}: expected T:remove:MACHINE, T:repair:MACHINE or T:restart "
-                     "(T a slot number)")
-
-
-# ----- the result ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SimulationResult:
-    """What a simulation did and measured. JCTs, makespan and ``unfinished`` are the
-    simulated truth; ``report`` is the MODEL.md score of the executed schedule (equal to
-    the truth without progress noise)."""
-
-    policy: str
-    mode: str
-    slots: int                                  # slots simulated = the schedule's horizon
-    horizon: int                                # the cap the run was allowed
-    jct: dict[str, float]                       # seconds per job (MODEL.md charge if unfinished)
-    unfinished: tuple[str, ...]
-    weighted_jct: float
-    average_jct: float
-    p95_jct: float
-    makespan: float
-    reconfigurations: int
-    utilisation: dict[str, tuple[float, ...]]   # per resource, per slot: used / capacity then
-    decision_seconds: tuple[float, ...]         # wall time of each step(t)
-    dropped: int                                # policy decisions the scheduler refused
-    progress_noise: float
-    seed: int
-    events: tuple[Event, ...]
-    instance: Instance
-    schedule: Schedule
-    report: Report
-    violations: tuple[Violation, ...]
-    # Admission control (OASiS-like policies, which expose ``rejected`` and ``utility``):
-    rejected: tuple[str, ...] | None = None     # jobs the policy rejected; None: it never rejects
-    utility: dict[str, float] | None = None     # f_j(completion slot) of each admitted job that completed
-
-    @property
-    def admitted(self) -> tuple[str, ...]:
-        """Jobs the policy did not reject (every job for a policy without admission control)."""
-        out = set(self.rejected or ())
-        return tuple(j for j in self.jct if j not in out)
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        """Admitted / submitted jobs; None for a policy without admission control."""
-        if self.rejected is None:
-            return None
-        return len(self.admitted) / len(self.jct) if self.jct else 1.0
-
-    @property
-    def admitted_average_jct(self) -> float | None:
-        """Mean JCT over the admitted jobs only (an admitted job still unfinished at the end
-        carries MODEL.md's charge); None without admission control or with none admitted.
-        ``average_jct`` is over every job, a rejected one charged the whole run."""
-        if self.rejected is None or not self.admitted:
-            return None
-        return float(np.mean([self.jct[j] for j in self.admitted]))
-
-    @property
-    def admitted_utility(self) -> float | None:
-        """The paper's objective for OASiS: sum of f_j(completion) over the admitted jobs
-        that completed (the policy's own utility); None if the policy has none."""
-        return None if self.utility is None else float(sum(self.utility.values()))
-
-    @property
-    def decision_time(self) -> dict[str, float]:
-        """Median, 95th percentile and maximum of the per-slot decision time (seconds)."""
-        d = np.array(self.decision_seconds or (0.0,))
-        return {"median": float(np.median(d)), "p95": float(np.percentile(d, 95)),
-                "max": float(d.max())}
-
-    def to_dict(self, *, schedule: bool = True) -> dict[str, Any]:
-        """JSON-ready: metrics, MODEL.md report, violations and (optionally) the schedule."""
-        out = {"policy": self.policy, "mode": self.mode, "instance": self.instance.name,
-               "slots": self.slots, "horizon": self.horizon, "jobs": len(self.jct),
-               "jct": dict(self.jct), "unfinished": list(self.unfinished),
-               "weighted_jct": self.weighted_jct, "average_jct": self.average_jct,
-               "p95_jct": self.p95_jct, "makespan": self.makespan,
-               "reconfigurations": self.reconfigurations,
-               "utilisation": {r: list(v) for r, v in self.utilisation.items()},
-               "decision_time": self.decision_time,
-               "decision_seconds": list(self.decision_seconds), "dropped": self.dropped,
-               "progress_noise": self.progress_noise, "seed": self.seed,
-               "events": [str(e) for e in self.events], "report": self.report.to_dict(),
-               "violations": [v.to_dict() for v in self.violations],
-               "rejected": None if self.rejected is None else list(self.rejected),
-               "acceptance_rate": self.acceptance_rate,
-               "admitted_average_jct": self.admitted_average_jct,
-               "admitted_utility": self.admitted_utility,
-               "utility": None if self.utility is None else dict(self.utility)}
-        if schedule:
-            out["schedule"] = self.schedule.to_dict()
-        return out
-
-    def summary(self) -> str:
-        d = self.decision_time
-        charged = (f", {len(self.rejected)} rejected jobs charged the whole run"
-                   if self.rejected else "")
-        admission = [] if self.rejected is None else [
-            f"admitted          {len(self.admitted)} of {len(self.jct)} jobs "
-            f"(acceptance rate {self.acceptance_rate:.3f}); their average JCT "
-            f"{_g(self.admitted_average_jct)} s; total admitted utility {_g(self.admitted_utility)}"]
-        return "\n".join([
-            f"policy            {self.policy} ({self.mode})",
-            f"jobs              {len(self.jct)} ({len(self.unfinished)} unfinished) in {self.slots} slots",
-            f"average JCT       {self.average_jct:.6g} s (all jobs{charged}; p95 {self.p95_jct:.6g} s)",
-            *admission,
-            f"weighted JCT      {self.weighted_jct:.6g} s; MODEL.md score of the executed "
-            f"schedule {self.report.objective:.6g} s",
-            f"makespan          {self.makespan:.6g} s",
-            f"reconfigurations  {self.reconfigurations}; dropped decisions {self.dropped}",
-            f"decision time     median {d['median'] * 1e3:.3g} ms, p95 {d['p95'] * 1e3:.3g} ms, "
-            f"max {d['max'] * 1e3:.3g} ms",
-            f"violations        {len(self.violations)}"])
-
-
-def _g(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
 
 
 # ----- the horizon ------------------------------------------------------------------------------
@@ -334,7 +152,7 @@ class _Run:
             self.arriving.setdefault(j.arrival, []).append(j)
         self.events: dict[int, list[Event]] = {}
         for e in events:
-            if not isinstance(e, (*_MACHINE_EVENTS, Restart)):
+            if not isinstance(e, (*MACHINE_EVENTS, Restart)):
                 raise ValueError(f"unknown event {e!r}: expected RemoveMachine, RepairMachine, "
                                  "AddMachine or Restart")
             self.events.setdefault(e.t, []).append(e)
@@ -433,7 +251,7 @@ class _Run:
                  for h, (w, s) in sorted(tasks.items())] for t, placed in self.allocations.items()},
             instance=instance.name, solver=f"online:{getattr(self.policy, 'name', '?')}")
         violations, report = evaluate(instance, schedule)
-        machine_events = any(isinstance(e, _MACHINE_EVENTS) for e in self.all_events)
+        machine_events = any(isinstance(e, MACHINE_EVENTS) for e in self.all_events)
         if violations and not self.noise and not machine_events:
             raise RuntimeError(f"the simulation executed an invalid schedule ({len(violations)} "
                                f"violations); first: {violations[0]}")
@@ -479,63 +297,3 @@ class _Run:
         remaining = max(0.0, job.work_batches - self.truth.get(job.id, 0.0))
         return (instance.horizon - job.arrival) * dt + instance.unfinished_seconds(job, remaining)
 
-
-# ----- plots -----------------------------------------------------------------------------------
-def plot_simulation(results: Mapping[str, SimulationResult], out_dir: str | os.PathLike) -> list[Path]:
-    """``jct_cdf.png`` (JCT CDF per policy) and ``utilisation.png`` (each resource over
-    time per policy) in ``out_dir``; each PNG is written atomically."""
-    from placement.plot import PlotUnavailable
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise PlotUnavailable('plotting needs matplotlib: pip install "placement[plot]"') from exc
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    log = jct_axis_is_log(results)
-    for label, r in results.items():
-        x = np.sort(np.array(list(r.jct.values()), dtype=float))
-        start = x[:1] if log else np.zeros(1)
-        ax.step(np.concatenate([start, x]), np.arange(len(x) + 1) / max(len(x), 1), where="post",
-                label=f"{label} (mean {r.average_jct:.4g} s)")
-    if log:
-        ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s)" + (", log scale" if log else ""))
-    ax.set_ylabel("fraction of jobs")
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=8)
-    ax.set_title("JCT distribution")
-    paths = [_save(fig, out / "jct_cdf.png", plt)]
-    resources = list(dict.fromkeys(r for res in results.values() for r in res.utilisation))
-    fig, axes = plt.subplots(len(resources), 1, figsize=(8, 2.2 * len(resources) + 0.8),
-                             sharex=True, squeeze=False)
-    for ax, res in zip(axes[:, 0], resources):
-        for label, r in results.items():
-            series = r.utilisation.get(res, ())
-            if series:
-                ax.step(np.arange(len(series) + 1), list(series) + [series[-1]], where="post", label=label)
-        ax.set_ylabel(f"{res} used")
-        ax.set_ylim(0, 1.05)
-    axes[0, 0].legend(fontsize=8, loc="upper right")
-    axes[-1, 0].set_xlabel("slot")
-    fig.suptitle("utilisation over time")
-    paths.append(_save(fig, out / "utilisation.png", plt))
-    return paths
-
-
-def jct_axis_is_log(results: Mapping[str, SimulationResult]) -> bool:
-    """Whether the JCT CDF needs a log axis: the JCTs (all positive) span more than 100x, as when
-    one policy starves jobs and a linear axis would squash every other curve against zero."""
-    every = np.array([v for r in results.values() for v in r.jct.values()], dtype=float)
-    return bool(every.size and every.min() > 0 and every.max() / every.min() > 100)
-
-
-def _save(fig: Any, path: Path, plt: Any) -> Path:
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path

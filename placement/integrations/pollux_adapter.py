@@ -1,0 +1,230 @@
+"""Our online policies as policies of the Pollux paper's cluster simulator (the peer arena).
+
+The simulator (Qiao et al., OSDI 2021; petuum/adaptdl, branch ``osdi21-artifact``, folder
+``simulator/``) is the user's own checkout, imported from the folder they name; nothing of
+it is copied here. A policy of that simulator is an object with
+``optimize(jobs, nodes, prev_allocations, node_template) -> (allocations, desired_nodes)``,
+``jobs`` mapping a name to its ``JobInfo`` and an allocation being one node index per
+replica. Its ``Cluster`` decides how jobs behave from the policy's class, so the adapter
+is a subclass of the peer's class of the chosen *mode*:
+
+- ``fixed`` (``TiresiasPolicy``): each job runs its workload's GPU count and batch size;
+  in our model ``min_workers = max_workers`` = that count (a gang, as Tiresias runs it);
+- ``tuned`` (``OptimusPolicy``): tuned batch size, any GPU count up to the JobInfo's
+  ``max_replicas``; ``max_workers`` is the most GPUs (on the fewest machines) the job
+  uses at a parallel efficiency of at least 1/2 (``linear_speed.useful_count``);
+- ``adaptive`` (``PolluxPolicy``): jobs pick their batch size for each allocation
+  (goodput); ``max_workers`` as above, under the JobInfo's ``max_replicas`` (Pollux's
+  own exploration limit, which grows as the job is profiled).
+
+Translation, every slot (``PolluxAdapter.optimize``):
+
+- cluster: one machine ``n<i>`` per node with its GPUs (resource ``gpu``), under one
+  switch whose links never bind (the simulator models no network limit);
+- job: an all-reduce job (docs/model.md, "Jobs without parameter servers") whose work is
+  the simulator's progress units (its scale-invariant iterations) to its completion
+  epoch, done = the job's progress so far, restart 30 s (the simulator's re-scale time),
+  and a speed written in MODEL.md's linear rate from two measured points
+  (:mod:`placement.integrations.linear_speed`: the job's count on one machine, and spread:
+  a gang on the fewest machines, an elastic job at the first count that must spread). A point's rate is what the simulator would make the job do there:
+  the batch size and accumulation steps the job itself would pick, the traces' step
+  time and the statistical efficiency of its current epoch. The speed is re-measured
+  every slot (``OnlineScheduler.revise``), since the efficiency changes by epoch.
+
+What the policies see: the remaining work and the true speed of each job, as the
+simulator's Optimus+Oracle sees them (the peer's Optimus reads the application's traces
+for its step times and remaining iterations); the peer's Tiresias uses neither (it is
+non-clairvoyant) and neither do ours (``tiresias``, ``fifo``). Pollux sees only the
+speedup function it has fitted so far. What is lost in the translation: the speed at
+counts other than the two points (concave in truth, linear here) and the difference
+between spreading over two machines or sixteen (docs/online.md, "Peer arena").
+
+Every decision passes through :class:`placement.online.scheduler.OnlineScheduler`, which
+enforces MODEL.md, so the simulator only ever receives valid allocations.
+
+The runner that plays a workload in the simulator with one policy is
+:mod:`placement.integrations.pollux` (``python -m placement.integrations.pollux``); this
+module is kept apart from it because it is the translation itself, which a cluster
+manager of its own could use without the runner's command line, workload checks and
+measurements.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from placement.instance import Job
+from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
+                                                 useful_count)
+from placement.online.scheduler import OnlineScheduler
+from placement.topology import Link, Machine, Switch, Topology
+
+__all__ = ["MODES", "PeerError", "PolluxAdapter", "make_adapter", "progress_rate"]
+
+#: mode -> (peer module, peer policy class) whose jobs' behaviour the mode takes.
+MODES = {"fixed": ("tiresias", "TiresiasPolicy"), "tuned": ("optimus", "OptimusPolicy"),
+         "adaptive": ("pollux", "PolluxPolicy")}
+
+GPU = "nvidia.com/gpu"
+#: a machine's own bus and a worker's network rate; only their ratio matters (linear_speed).
+LOCAL_GBPS = 1e6
+WORKER_GBPS = 1.0
+#: links of the one switch: never binding (the simulator models no network limit).
+LINK_GBPS = 1e9
+#: the simulator's re-scale time (``Job.reallocate``: 30 s on every re-allocation).
+RESTART_SECONDS = 30.0
+#: the simulator's own limit on a job's replicas (``get_pollux_job_info``).
+MAX_REPLICAS = 64
+
+
+class PeerError(Exception):
+    """Something about the user's simulator checkout or workload, said in one line."""
+
+# ----- the adapter ---------------------------------------------------------------------------
+class PolluxAdapter:
+    """Mixin that answers the simulator's ``optimize`` with one of our policies (module
+    docstring); :func:`make_adapter` puts it in front of the peer class of the mode."""
+
+    def _setup(self, policy: Any, mode: str, slot_seconds: float, lookahead: int,
+               clock: Callable[[], float], sim_jobs: Callable[[], Mapping[str, Any]]) -> None:
+        self.policy = policy
+        self.mode = mode
+        self.slot_seconds = float(slot_seconds)
+        self.lookahead = lookahead
+        self._clock = clock
+        self._sim_jobs = sim_jobs
+        self._scheduler: OnlineScheduler | None = None
+        self._nodes: tuple = ()
+        self._useful: dict[str, tuple[int, int]] = {}  # job -> (JobInfo max_replicas, count)
+        self.decision_seconds: list[float] = []
+        self.revisions = 0
+
+    @property
+    def name(self) -> str:
+        return getattr(self.policy, "name", type(self.policy).__name__)
+
+    def optimize(self, jobs: Mapping[str, Any], nodes: Mapping[Any, Any],
+                 prev_allocations: Mapping[str, list], node_template: Any = None
+                 ) -> tuple[dict[str, list], int]:
+        """The simulator's call: one node index per replica for each job, and the node count."""
+        start = time.perf_counter()
+        sched = self._cluster(nodes)
+        t = int(round(self._clock() / self.slot_seconds))
+        truth = self._sim_jobs()
+        open_jobs = sched.open_jobs
+        for name in set(open_jobs) - set(jobs):
+            sched.finish(name)
+        while sched.last_slot is not None and sched.last_slot < t - 1:
+            sched.step(sched.last_slot + 1)  # the simulator skips slots with no active job
+        per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
+        for name, info in jobs.items():
+            job = self._job(name, info, truth[name], t, per_node, open_jobs.get(name))
+            if name in open_jobs:
+                sched.revise(job)
+                self.revisions += 1
+            else:
+                sched.submit(job)
+            sched.report(name, min(truth[name].progress, job.work_batches * (1 - 1e-6)))
+        placed = sched.step(t)
+        index = {f"n{k}": k for k in self._nodes}
+        allocations = {j: [index[h] for h in sorted(tasks, key=index.get) for _ in range(tasks[h][0])]
+                       for j, tasks in placed.items()}
+        self.decision_seconds.append(time.perf_counter() - start)
+        return allocations, len(nodes)
+
+    def _cluster(self, nodes: Mapping[Any, Any]) -> OnlineScheduler:
+        keys = tuple(sorted(nodes))
+        if self._scheduler is not None and keys == self._nodes:
+            return self._scheduler
+        if self._scheduler is not None:
+            raise PeerError("the simulator changed its node set (autoscaling); the adapter "
+                            "runs on a fixed cluster: leave --max-nodes unset")
+        machines = tuple(Machine(f"n{k}", {"gpu": float(nodes[k].resources.get(GPU, 0))}, LOCAL_GBPS)
+                         for k in keys)
+        topo = Topology(machines, (Switch("sw"),), tuple(Link(m.id, "sw", LINK_GBPS) for m in machines), "sw")
+        self._nodes = keys
+        self._scheduler = OnlineScheduler(topo, resources=("gpu",), policy=self.policy,
+                                          lookahead=self.lookahead, slot_seconds=self.slot_seconds)
+        return self._scheduler
+
+    # ----- one job in our model --------------------------------------------------------------
+    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int,
+             known: Job | None) -> Job:
+        """The job in our model now; ``known`` is its last version (None if new)."""
+        app = sim_job.application
+        target = sim_job.target_batch_size or app.init_batch_size
+        work = float(app.get_progress(app.get_completion_epoch(target) + 1))
+        if self.mode == "fixed":
+            count = lo = int(info.max_replicas)
+        else:
+            count, lo = self._useful_count(name, info, sim_job, per_node), 1
+        local_pl, spread_pl = reference_placements(count, per_node, elastic=self.mode != "fixed")
+        local_rate = progress_rate(sim_job, local_pl)
+        spread_rate = progress_rate(sim_job, spread_pl) if spread_pl else None
+        if not local_rate or (spread_pl and not spread_rate):
+            if known is not None:
+                return known  # no speed at this epoch: keep the last one measured
+            raise PeerError(f"job {name}: the {app.name} traces give no speed at batch size "
+                            f"{target} on {local_pl} or {spread_pl}")
+        speed = linear_speed(local_rate, sum(local_pl), spread_rate,
+                             sum(spread_pl) if spread_pl else None,
+                             local_gbps=LOCAL_GBPS, worker_gbps=WORKER_GBPS)
+        arrival = known.arrival if known is not None else t  # the slot it is first seen in
+        return Job(id=name, arrival=arrival, work_batches=work,
+                   batch_seconds=speed.batch_seconds, gradient_mb=speed.gradient_mb,
+                   worker={"gpu": 1.0}, ps={}, min_workers=lo, max_workers=count,
+                   worker_gbps=WORKER_GBPS, ps_gbps=WORKER_GBPS * count,
+                   restart_seconds=RESTART_SECONDS)
+
+    def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
+        """``useful_count`` of the job's rates on the fewest machines, under the JobInfo's
+        ``max_replicas``; found again when that cap changes."""
+        cap = max(1, min(int(info.max_replicas), MAX_REPLICAS))
+        found = self._useful.get(name)
+        if found is None or found[0] != cap:
+            rates = [progress_rate(sim_job, packed(w, per_node)) for w in range(1, cap + 1)]
+            found = self._useful[name] = (cap, useful_count(rates) if rates[0] else 1)
+        return found[1]
+
+
+def progress_rate(sim_job: Any, placement: tuple[int, ...]) -> float | None:
+    """Progress units per second the simulator would give ``sim_job`` on ``placement``
+    (GPUs per node): the batch configuration the job itself picks there
+    (``update_local_bsz`` on a copy), the traces' step time with its accumulation steps,
+    and the statistical efficiency of its current epoch. None where the traces say nothing."""
+    app = sim_job.application
+    probe = copy.copy(sim_job)
+    try:
+        probe.update_local_bsz(placement)
+        workers = sum(placement)
+        batch = workers * probe.atomic_bsz * (probe.accum_steps + 1)
+        step, sync = (float(x) for x in app.get_throughput(tuple(placement), probe.atomic_bsz))
+        seconds = step + (step - sync) * probe.accum_steps
+        grad_sqr, grad_var = app.get_grad_stats(batch, min(sim_job.epoch, app.max_epochs - 1))
+    except (AssertionError, ValueError, KeyError, IndexError, ZeroDivisionError):
+        return None
+    scale = batch / app.init_batch_size
+    gain = (grad_var + grad_sqr) / (grad_var / scale + grad_sqr)
+    rate = gain / seconds
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def make_adapter(sim: types.SimpleNamespace, policy: Any, mode: str, *, slot_seconds: float = 60,
+                 lookahead: int = 8, clock: Callable[[], float],
+                 sim_jobs: Callable[[], Mapping[str, Any]]) -> PolluxAdapter:
+    """``policy`` (one of ours) dressed as the peer's policy class of ``mode``.
+
+    ``clock`` gives the simulator's current time (s); ``sim_jobs`` its jobs by name (the
+    cluster's truth: progress, application, batch size), as a cluster manager reports it."""
+    if mode not in MODES:
+        raise PeerError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    module, cls_name = MODES[mode]
+    base = getattr(getattr(sim, module), cls_name)
+    cls = type(f"Placement{cls_name}", (PolluxAdapter, base), {})
+    adapter = cls.__new__(cls)
+    adapter._setup(policy, mode, slot_seconds, lookahead, clock, sim_jobs)
+    return adapter

@@ -1,0 +1,121 @@
+"""The online scheduler's checkpoint: everything it knows as plain JSON, and back.
+
+:meth:`~Checkpointing.state` writes the document (format :data:`STATE_FORMAT`) and
+:meth:`~Checkpointing.from_state` reads it, so a restarted cluster manager resumes where it
+stopped and makes the decisions an uninterrupted one would.
+:class:`~placement.online.scheduler.OnlineScheduler` has both methods from
+:class:`Checkpointing`; :class:`JobRecord`, its record of each open job, lives here because
+it is exactly what the document keeps per job.
+
+Kept apart from :mod:`placement.online.scheduler` because the document is a contract with
+whatever stores it, while the slot logic there never reads or writes it.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from placement.instance import Job
+from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict
+from placement.topology import Topology
+
+__all__ = ["STATE_FORMAT", "Checkpointing", "JobRecord"]
+
+logger = logging.getLogger(__name__)
+
+STATE_FORMAT = "placement-online-state/1"
+
+_Self = TypeVar("_Self", bound="Checkpointing")
+
+
+@dataclass
+class JobRecord:
+    """The scheduler's record of one submitted job (mutable: it changes every slot), and
+    what its checkpoint keeps per job."""
+
+    job: Job
+    done: float = 0.0
+    attained: float = 0.0
+    previous: TaskDict = field(default_factory=dict)
+    last_ran: int | None = None
+    commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
+
+    def view_state(self) -> JobState:
+        return JobState(self.job, self.done, self.attained, dict(self.previous), self.last_ran)
+
+
+class Checkpointing:
+    """The checkpoint methods of :class:`~placement.online.scheduler.OnlineScheduler`
+    (module docstring); they read and set the scheduler's own fields, declared here."""
+
+    policy: Policy | CommittingPolicy
+    mode: str
+    lookahead: int
+    slot_seconds: float
+    resources: tuple[str, ...]
+    drops_total: int
+    _topology: Topology
+    _jobs: dict[str, JobRecord]
+    _closed: dict[str, str]
+    _unrunnable: set[str]
+    _last_t: int | None
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to resume (plain JSON types); a policy with ``state()`` adds its own."""
+        get = getattr(self.policy, "state", None)
+        return {
+            "format": STATE_FORMAT,
+            "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            "policy_state": get() if callable(get) else None,
+            "mode": self.mode, "lookahead": self.lookahead, "slot_seconds": self.slot_seconds,
+            "resources": list(self.resources), "topology": self._topology.to_dict(),
+            "last_slot": self._last_t, "drops_total": self.drops_total,
+            "closed": dict(self._closed),
+            "jobs": [{"job": e.job.to_dict(), "done": e.done, "attained": e.attained,
+                      "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
+                      "commitment": None if e.commitment is None else
+                      {str(s): _tasks_out(v) for s, v in e.commitment.items()}}
+                     for e in self._jobs.values()],
+        }
+
+    @classmethod
+    def from_state(cls: type[_Self], state: Mapping[str, Any],
+                   policy: Policy | CommittingPolicy) -> _Self:
+        """A scheduler that continues exactly where the one that wrote ``state`` stopped."""
+        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not an online scheduler state (expected format {STATE_FORMAT!r})")
+        try:
+            sched = cls(Topology.from_dict(state["topology"]), resources=state["resources"],
+                        policy=policy, lookahead=state["lookahead"],
+                        slot_seconds=state["slot_seconds"], mode=state["mode"])
+            name = getattr(policy, "name", None)
+            if name != state["policy"]:
+                logger.warning("resuming a state written with policy %r using policy %r",
+                               state["policy"], name)
+            load = getattr(policy, "load_state", None)
+            if state["policy_state"] is not None and callable(load):
+                load(state["policy_state"])
+            for i, raw in enumerate(state["jobs"]):
+                job = Job.from_dict(raw["job"], f"jobs[{i}].job")
+                sched._jobs[job.id] = JobRecord(
+                    job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
+                    raw["last_ran"], None if raw["commitment"] is None else
+                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
+            sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
+            sched._last_t = state["last_slot"]
+            sched.drops_total = int(state["drops_total"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed online scheduler state: {exc!r}") from None
+        sched._unrunnable = {j for j, e in sched._jobs.items()
+                             if sched._why_unrunnable(e.job, sched._topology)}
+        return sched
+
+
+def _tasks_out(tasks: TaskDict) -> list[list[Any]]:
+    return [[h, int(w), int(s)] for h, (w, s) in tasks.items()]
+
+
+def _tasks_in(rows: Iterable[list[Any]]) -> TaskDict:
+    return {str(h): (int(w), int(s)) for h, w, s in rows}
