@@ -110,6 +110,21 @@ class Profile:
     worker_gpu_slots: int
     ps_cpu: float
 
+    def demands(self) -> tuple[dict[str, float], dict[str, float]]:
+        """Worker and PS demand vectors (rules in the module docstring)."""
+        copies = math.ceil(MEM_MODEL_COPIES * self.model_mb / 1000)
+        worker = {"gpu": tidy(self.worker_gpu_slots / GPU_SLOTS_PER_GPU), "cpu": tidy(self.worker_cpu),
+                  "mem": WORKER_MEM_BASE_GB + copies}
+        return worker, {"cpu": tidy(self.ps_cpu), "mem": PS_MEM_BASE_GB + copies}
+
+    def worker_gbps(self) -> float:
+        """A worker's measured inter-machine bandwidth, in Gb/s (at least MIN_WORKER_GBPS)."""
+        return round(max(MIN_WORKER_GBPS, self.inter_node_mb_per_s * 8 / 1000), 6)
+
+    def batch_time(self, gbps: float) -> float:
+        """Seconds per mini-batch when the gradient exchange runs at ``gbps`` (MODEL.md 4)."""
+        return self.batch_seconds + 2 * self.model_mb * MB_TO_GB / gbps
+
 
 def load_profiles() -> tuple[Profile, ...]:
     """The packaged profile table (read from the installed package, never from a path
@@ -163,13 +178,13 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
         U = int(min(size_draw[k], fit.sum()))
         m = math.ceil(U / 2) if U >= 2 and min_coin[k] < MIN_WORKERS_PROB else 1
         m = min(m, int(fit.max()))
-        worker, ps = _demands(p)
-        theta = _batch_time(p, float(local[fit >= 1].max()))
+        worker, ps = p.demands()
+        theta = p.batch_time(float(local[fit >= 1].max()))
         ps_count = math.ceil(U / mult)
         need = U * demand_vector(worker, resources) + ps_count * demand_vector(ps, resources)
         share = max(need[r] / total[r] for r in range(len(resources)) if total[r] > 0)
         offered += share * run_slots[k]
-        wg = _worker_gbps(p)
+        wg = p.worker_gbps()
         drafts.append(dict(work_batches=math.ceil(run_slots[k] * slot_seconds * U / theta),
                            batch_seconds=p.batch_seconds, gradient_mb=p.model_mb,
                            worker=worker, ps=ps, min_workers=m, max_workers=U,
@@ -226,26 +241,10 @@ def _check_args(**a) -> None:
         raise ValueError(f"name must be a non-empty string, got {a['name']!r}")
 
 
-def _demands(p: Profile) -> tuple[dict[str, float], dict[str, float]]:
-    """Worker and PS demand vectors of a profile (rules in the module docstring)."""
-    copies = math.ceil(MEM_MODEL_COPIES * p.model_mb / 1000)
-    worker = {"gpu": tidy(p.worker_gpu_slots / GPU_SLOTS_PER_GPU), "cpu": tidy(p.worker_cpu),
-              "mem": WORKER_MEM_BASE_GB + copies}
-    return worker, {"cpu": tidy(p.ps_cpu), "mem": PS_MEM_BASE_GB + copies}
-
-
-def _worker_gbps(p: Profile) -> float:
-    return round(max(MIN_WORKER_GBPS, p.inter_node_mb_per_s * 8 / 1000), 6)
-
-
-def _batch_time(p: Profile, gbps: float) -> float:
-    return p.batch_seconds + 2 * p.model_mb * MB_TO_GB / gbps
-
-
 def _local_max(p: Profile, upto: int, kappa: float, cap: np.ndarray) -> np.ndarray:
     """Per machine, the most workers (<= ``upto``) of profile ``p`` that fit on it with
     their ceil(kappa W) PSs (kappa = 1/m is exact for the multiples used)."""
-    worker, ps = _demands(p)
+    worker, ps = p.demands()
     a, b = demand_vector(worker, clusters.RESOURCES), demand_vector(ps, clusters.RESOURCES)
     best = np.zeros(len(cap), dtype=int)
     for w in range(1, upto + 1):

@@ -74,8 +74,7 @@ from pathlib import Path
 import numpy as np
 
 from placement.strict_json import FileFormatError
-from placement.generate import (PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, _batch_time,
-                                _demands, _worker_gbps, load_profiles)
+from placement.generate import PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, load_profiles
 from placement.instance import Job
 
 __all__ = ["GPU_TIME_EDGES", "LOCAL_GPUS", "REFERENCE_LOCAL_GBPS", "ENV_VAR", "default_path",
@@ -137,8 +136,8 @@ def gpu_profiles() -> list[list[Profile]]:
 def reference_batch_time(profile: Profile, num_gpus: int) -> float:
     """One worker's mini-batch time at the rate the job had in Philly (module docstring)."""
     if num_gpus <= LOCAL_GPUS:
-        return _batch_time(profile, REFERENCE_LOCAL_GBPS)
-    return _batch_time(profile, _worker_gbps(profile))
+        return profile.batch_time(REFERENCE_LOCAL_GBPS)
+    return profile.batch_time(profile.worker_gbps())
 
 
 def read_philly(path: str | os.PathLike | None = None, *, sample: int | None = None,
@@ -175,8 +174,8 @@ def read_philly(path: str | os.PathLike | None = None, *, sample: int | None = N
         gpu_time = r.duration * r.gpus
         group = groups[int(np.searchsorted(GPU_TIME_EDGES, gpu_time, side="right"))]
         p = group[int(pick[k] * len(group))]
-        worker, ps = _demands(p)
-        wg = _worker_gbps(p)
+        worker, ps = p.demands()
+        wg = p.worker_gbps()
         offset = (r.submitted - origin).total_seconds()
         jobs.append(Job(
             id=f"p{r.line}",

@@ -72,9 +72,9 @@ def test_head_jobs_follow_the_documented_rules():
         p = _profile(job)
         bucket = sum(duration * gpus >= edge for edge in philly.GPU_TIME_EDGES)
         assert p in groups[bucket]
-        worker, ps = gen._demands(p)
+        worker, ps = p.demands()
         assert (job.worker, job.ps, job.gradient_mb) == (worker, ps, p.model_mb)
-        assert job.worker["gpu"] == 1 and job.worker_gbps == gen._worker_gbps(p)
+        assert job.worker["gpu"] == 1 and job.worker_gbps == p.worker_gbps()
         assert job.ps_gbps / job.worker_gbps in (1, 2, 4)
         assert 10 <= job.restart_seconds <= 60 and job.weight == 1
         assert (job.min_workers, job.max_workers) == (1, gpus)
