@@ -101,8 +101,13 @@ def isolated_jct(instance: Instance, job: Job) -> float:
     that completes the job gives it at least this, so the mean over jobs bounds the average
     JCT of any policy that finishes them all (no contention: a floor, not a target)."""
     dt = instance.slot_seconds
-    theta = job.batch_time(max(instance.best_local_gbps, job.worker_gbps))
-    need = job.work_batches * (1 - 1e-9) * theta / job.max_workers  # seconds of running at full size
+    if job.speed is not None:  # the fastest rate of its table, local or spread (MODEL.md 8)
+        fastest = max(job.speed.best_rate(local=True, most_workers=job.max_workers),
+                      job.speed.best_rate(local=False, most_workers=job.max_workers))
+        need = job.work_batches * COMPLETE / fastest
+    else:
+        theta = job.batch_time(max(instance.best_local_gbps, job.worker_gbps))
+        need = job.work_batches * (1 - 1e-9) * theta / job.max_workers  # seconds of running at full size
     first = max(0.0, dt - job.restart_seconds)  # the first slot reconfigures
     if need <= first:
         return dt
@@ -213,6 +218,12 @@ class _Evaluation:
         effective = np.maximum(0.0, dt - restart[gj] * reconf)
         done = np.zeros((J, T))
         done[gj, gt] = self.W[gj, gt] * effective / theta
+        # jobs with a measured speed table (MODEL.md 8): the table's rate for the group's
+        # worker count and the machines it spans
+        table = np.flatnonzero(np.array([jobs[j].speed is not None for j in gj.tolist()], dtype=bool))
+        for g in table.tolist():
+            j, t = int(gj[g]), int(gt[g])
+            done[j, t] = jobs[j].speed.rate(int(self.W[j, t]), int(self.size[g])) * effective[g]
         self.reconf = np.zeros((J, T), dtype=bool)
         self.reconf[gj, gt] = reconf
         cum = np.cumsum(done, axis=1)

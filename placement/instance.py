@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from placement.strict_json import Fields, InstanceError, fail, join, read_json, vector, write_json
+from placement.speed import SpeedTable
 from placement.topology import Link, Machine, Switch, Topology
 
 __all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology"]
@@ -31,7 +32,7 @@ COMPLETE = 1 - TOL
 
 _JOB_REQUIRED = ("id", "arrival", "work_batches", "batch_seconds", "worker", "ps", "max_workers",
                  "worker_gbps", "ps_gbps")
-_JOB_OPTIONAL = ("gradient_mb", "min_workers", "weight", "restart_seconds")
+_JOB_OPTIONAL = ("gradient_mb", "min_workers", "weight", "restart_seconds", "speed")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Job:
     min_workers: int = 1
     weight: float = 1
     restart_seconds: float = 0
+    #: measured speed (MODEL.md 8); None: the linear rate of MODEL.md 4
+    speed: SpeedTable | None = None
 
     @property
     def kappa(self) -> float:
@@ -76,6 +79,16 @@ class Job:
         """Seconds per mini-batch when the gradient exchange runs at ``gbps`` (MODEL.md 4)."""
         return self.batch_seconds + 2 * self.gradient_mb * MB_TO_GB / gbps
 
+    def rate(self, workers: int, machines: int, local_gbps: float) -> float:
+        """Mini-batches per second of the whole job with ``workers`` workers whose tasks
+        span ``machines`` machines (``local_gbps``: that machine's, when it is one): the
+        speed table's entry (MODEL.md 8) or W / theta (MODEL.md 4)."""
+        if workers <= 0:
+            return 0.0
+        if self.speed is not None:
+            return self.speed.rate(workers, machines)
+        return workers / self.batch_time(local_gbps if machines == 1 else self.worker_gbps)
+
     @classmethod
     def from_dict(cls, value: Any, path: str) -> "Job":
         f = Fields(value, path, InstanceError, _JOB_REQUIRED, _JOB_OPTIONAL)
@@ -97,6 +110,9 @@ class Job:
         if job.min_workers > job.max_workers:
             fail(join(path, "min_workers"), f"min_workers {job.min_workers} > max_workers "
                  f"{job.max_workers}", InstanceError)
+        if f.has("speed"):
+            job = replace(job, speed=SpeedTable.from_dict(value["speed"], join(path, "speed"),
+                                                          job.min_workers, job.max_workers))
         return job
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +121,8 @@ class Job:
                 "worker": dict(self.worker), "ps": dict(self.ps),
                 "min_workers": self.min_workers, "max_workers": self.max_workers,
                 "worker_gbps": self.worker_gbps, "ps_gbps": self.ps_gbps,
-                "weight": self.weight, "restart_seconds": self.restart_seconds}
+                "weight": self.weight, "restart_seconds": self.restart_seconds,
+                **({"speed": self.speed.to_dict()} if self.speed is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -151,6 +168,10 @@ class Instance:
                      f"horizon 0..{self.horizon - 1}", InstanceError)
             self._check_names(job.worker, join(where, "worker"), declared)
             self._check_names(job.ps, join(where, "ps"), declared)
+            if job.speed is not None and (job.speed.min_workers, job.speed.max_workers) != (
+                    job.min_workers, job.max_workers):
+                fail(join(where, "speed"), f"the table covers W = {job.speed.min_workers}.."
+                     f"{job.speed.max_workers}, the job {job.min_workers}..{job.max_workers}", InstanceError)
             self._check_fits(job, where)
 
     @staticmethod
@@ -239,5 +260,8 @@ class Instance:
 
     def unfinished_seconds(self, job: Job, remaining: float) -> float:
         """MODEL.md's charge beyond the horizon for ``remaining`` batches of an unfinished
-        job: the time they take at max_workers on the fastest machine."""
+        job: the time they take at max_workers on the fastest machine (with a speed table,
+        at its fastest local rate, MODEL.md 8)."""
+        if job.speed is not None:
+            return remaining / job.speed.fastest_local
         return remaining * job.batch_time(self.best_local_gbps) / job.max_workers

@@ -23,13 +23,34 @@ def canonical(tasks: Tasks) -> frozenset[tuple[str, int, int]]:
 
 
 def batch_time(instance: Instance, job: Job, tasks: Tasks) -> float:
-    """Seconds per mini-batch: local_gbps of the machine if every task is on one machine,
-    else the job's worker_gbps."""
+    """Seconds per mini-batch of a linear-speed job (MODEL.md 4): local_gbps of the machine
+    if every task is on one machine, else the job's worker_gbps."""
     used = [h for h, (w, s) in tasks.items() if w or s]
     if len(used) == 1:
         machine = instance.topology.machines[instance.topology.machine_index[used[0]]]
         return job.batch_time(machine.local_gbps)
     return job.batch_time(job.worker_gbps)
+
+
+def job_rate(instance: Instance, job: Job, tasks: Tasks) -> float:
+    """Mini-batches per second of the whole job with ``tasks`` (MODEL.md 4, or its speed
+    table, MODEL.md 8); 0 without workers."""
+    workers = sum(w for w, _ in tasks.values())
+    if workers == 0:
+        return 0.0
+    if job.speed is not None:
+        return job.speed.rate(workers, sum(1 for w, s in tasks.values() if w or s))
+    return workers / batch_time(instance, job, tasks)
+
+
+def per_worker_seconds(instance: Instance, job: Job, tasks: Tasks) -> float:
+    """Seconds per mini-batch per worker: theta of MODEL.md 4, or W / rate of the speed
+    table (MODEL.md 8), for rules written in terms of theta."""
+    if job.speed is not None:
+        workers = sum(w for w, _ in tasks.values())
+        rate = job_rate(instance, job, tasks)
+        return workers / rate if rate > 0 else float("inf")
+    return batch_time(instance, job, tasks)
 
 
 def slot_batches(instance: Instance, job: Job, tasks: Tasks, previous: Tasks | None) -> float:
@@ -39,6 +60,8 @@ def slot_batches(instance: Instance, job: Job, tasks: Tasks, previous: Tasks | N
         return 0.0
     changed = previous is None or canonical(tasks) != canonical(previous)
     seconds = max(0.0, instance.slot_seconds - (job.restart_seconds if changed else 0.0))
+    if job.speed is not None:
+        return job_rate(instance, job, tasks) * seconds
     return workers * seconds / batch_time(instance, job, tasks)
 
 

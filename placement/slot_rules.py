@@ -58,7 +58,7 @@ from typing import Any
 from placement.instance import COMPLETE, Instance, Job
 from placement.capacity import Residual
 from placement.intent import JobIntent, Intent
-from placement.progress import ProgressTracker, TaskDict, batch_time, canonical
+from placement.progress import ProgressTracker, TaskDict, canonical, job_rate, slot_batches
 from placement.schedule import Allocation, Schedule
 
 __all__ = ["build_schedule", "decide_slot"]
@@ -163,6 +163,10 @@ class _SlotBuilder:
 
     # ----- estimates -----------------------------------------------------------------------
     def _priority(self, job: Job) -> tuple[float, int, str]:
+        if job.speed is not None:  # its fastest rate, local or spread (MODEL.md 8)
+            fastest = max(job.speed.best_rate(local=True, most_workers=job.max_workers),
+                          job.speed.best_rate(local=False, most_workers=job.max_workers))
+            return self.tracker.remaining(job) / fastest / job.weight, job.arrival, job.id
         fastest = job.batch_time(max(self.inst.best_local_gbps, job.worker_gbps))
         return (self.tracker.remaining(job) * fastest / job.max_workers / job.weight,
                 job.arrival, job.id)
@@ -181,8 +185,8 @@ class _SlotBuilder:
                 - self.tracker.would_do(job, tasks))
         if left <= 0:
             return 1
-        per_slot = w * self.inst.slot_seconds / batch_time(self.inst, job, tasks)
-        return 1 + math.ceil(left / per_slot)
+        per_slot = slot_batches(self.inst, job, tasks, tasks)  # a slot without restart
+        return 1 + math.ceil(left / per_slot) if per_slot > 0 else math.inf
 
     def _gains(self, job: Job, current: Mapping[str, tuple[int, int]],
                new: Mapping[str, tuple[int, int]]) -> bool:
@@ -200,7 +204,7 @@ class _SlotBuilder:
 
         def key(item: tuple[TaskDict, int]) -> tuple[float, int, float, int]:
             tasks, kind = item
-            rate = workers_of(tasks) / batch_time(self.inst, job, tasks)
+            rate = job_rate(self.inst, job, tasks)
             return (self._slots_to_finish(job, tasks), workers_of(tasks), -rate, kind)
         return min(cands, key=key)[0]
 

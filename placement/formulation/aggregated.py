@@ -124,7 +124,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                 uw = int(fits.local[h])
                 if uw < job.min_workers:
                     continue
-                speed = dt / job.batch_time(local_gbps[h])
+                speed = dt * job.speed.best_per_worker(local=True) if job.speed is not None \
+                    else dt / job.batch_time(local_gbps[h])
                 split = [(h, uw)]
                 us = job.min_ps(uw)
             else:
@@ -132,7 +133,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                 uw = min(job.max_workers, int(w_fit[useful].sum()) if useful else 0)
                 if len(useful) < 2 or uw < job.min_workers:
                     continue
-                speed = dt / job.batch_time(job.worker_gbps)
+                speed = dt * job.speed.best_per_worker(local=False) if job.speed is not None \
+                    else dt / job.batch_time(job.worker_gbps)
                 split = sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1])
                 us = int(s_fit[useful].sum())
             per_job.append((d, uw, max(us, 1), speed, split))

@@ -163,8 +163,15 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
                       integer=integer, groups=core.choice_groups(), offset=offset,
                       name=f"placement-exact:{instance.name}", pack_names=pack_names)
     restarting = [j.id for j in jobs if j.restart_seconds > 0]
-    message = "" if not restarting else (
-        f"restart_seconds > 0 on job(s) {', '.join(restarting)}: the exact model ignores restart "
-        "losses, so it is a relaxation (its bound is a valid lower bound; its schedule, scored "
-        "with losses, may not be optimal)")
-    return problem, ExactDecoder(core, not restarting, message)
+    tables = [j.id for j in jobs if j.speed is not None]
+    notes = []
+    if restarting:
+        notes.append(f"restart_seconds > 0 on job(s) {', '.join(restarting)}: the exact model ignores restart "
+                     "losses")
+    if tables:
+        notes.append(f"speed tables on job(s) {', '.join(tables)}: the exact model credits each worker the "
+                     "table's best rate per worker")
+    message = "" if not notes else "; ".join(notes) + (
+        ", so it is a relaxation (its bound is a valid lower bound; its schedule, scored by MODEL.md, "
+        "may not be optimal)")
+    return problem, ExactDecoder(core, not notes, message)

@@ -31,17 +31,23 @@ def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBo
 
     r_j is the fastest a single slot can go: local on one machine h with as many workers
     (and their PSs) as h holds, at h's local rate, or spread over as many workers as the
-    cluster holds at the spread rate (restart losses only slow a job down)."""
+    cluster holds at the spread rate (restart losses only slow a job down). With a speed
+    table (MODEL.md 8): its fastest entry among the worker counts that fit."""
     dt = instance.slot_seconds
     machines = instance.topology.machines
     fits = fit_table(job, instance)
     local_gbps = np.array([m.local_gbps for m in machines])
     thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps
     ok = fits.local >= job.min_workers
-    best = float((fits.local[ok] / thetas[ok]).max()) if ok.any() else 0.0
     room = min(job.max_workers, int(fits.workers.sum()))
-    if len(machines) > 1 and room >= job.min_workers:
-        best = max(best, room / job.batch_time(job.worker_gbps))
+    if job.speed is not None:
+        best = job.speed.best_rate(local=True, most_workers=int(fits.local.max()))
+        if len(machines) > 1:
+            best = max(best, job.speed.best_rate(local=False, most_workers=room))
+    else:
+        best = float((fits.local[ok] / thetas[ok]).max()) if ok.any() else 0.0
+        if len(machines) > 1 and room >= job.min_workers:
+            best = max(best, room / job.batch_time(job.worker_gbps))
     rate_cap = best * dt / remaining
     full = math.floor(COMPLETE / rate_cap) if rate_cap > 0 else 0
     packing = rate_cap * full * (full - 1) / 2 + (COMPLETE - full * rate_cap) * full

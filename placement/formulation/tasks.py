@@ -24,7 +24,8 @@ class TaskVariables:
     """The task variables of jobs ``jobs`` over slots ``start..end-1``.
 
     Per job-slot (j, t >= a_j) and domain v of j: an indicator y and, per machine h under
-    v, workers w and PSs s. Arrays ``kind``, ``job``, ``slot``, ``dom``, ``machine``,
+    v, workers w and PSs s. A job with a speed table (MODEL.md 8) credits each worker the
+    table's best rate per worker, which never under-states its progress. Arrays ``kind``, ``job``, ``slot``, ``dom``, ``machine``,
     ``upper`` and ``option`` (one id per (j, t, v)) describe every variable; the model
     appends its own variables after index ``n``."""
 
@@ -45,9 +46,13 @@ class TaskVariables:
             fits = fit_table(job, instance)
             pairs_d, pairs_h = self._pairs(job, fits, self.allowed.get(j))
             w_fit, s_fit = fits.workers.astype(float), fits.ps.astype(float)
-            theta = np.where(doms.is_local[pairs_d],
-                             job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps[pairs_h],
-                             job.batch_time(job.worker_gbps))
+            if job.speed is not None:  # per worker, the table's best rate per worker (a relaxation)
+                theta = np.where(doms.is_local[pairs_d], 1.0 / job.speed.best_per_worker(local=True),
+                                 1.0 / job.speed.best_per_worker(local=False))
+            else:
+                theta = np.where(doms.is_local[pairs_d],
+                                 job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps[pairs_h],
+                                 job.batch_time(job.worker_gbps))
             used = np.unique(pairs_d)
             k, nd = len(pairs_d), len(used)
             for t in range(max(job.arrival, start), end):

@@ -62,7 +62,10 @@ def default_horizon(jobs: Iterable[Job], topology: Topology, slot_seconds: float
     demand = np.zeros(len(resources))
     longest = 0
     for j in jobs:
-        theta = max(j.batch_time(slowest_gbps), j.batch_time(j.worker_gbps))
+        if j.speed is not None:  # per-worker time of the slower class at full size (MODEL.md 8)
+            theta = j.max_workers / min(j.speed.rate(j.max_workers, 1), j.speed.rate(j.max_workers, 2))
+        else:
+            theta = max(j.batch_time(slowest_gbps), j.batch_time(j.worker_gbps))
         seconds = j.work_batches * theta  # worker-seconds
         per_worker = np.array([j.worker.get(r, 0) + j.ps.get(r, 0) * j.min_ps(j.max_workers) / j.max_workers
                                for r in resources])

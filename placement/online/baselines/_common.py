@@ -15,7 +15,7 @@ import numpy as np
 from placement.instance import TOL_FIT, Instance, Job
 from placement.online.policy import JobState, TaskDict, View
 from placement.capacity import Residual
-from placement.progress import batch_time, canonical
+from placement.progress import canonical, per_worker_seconds
 
 Tasks = Mapping[str, tuple[int, int]]
 
@@ -36,6 +36,8 @@ def arrival_order(view: View) -> list[str]:
 
 def local_time(instance: Instance, job: Job) -> float:
     """Seconds per mini-batch on the fastest machine (the job's best rate per worker)."""
+    if job.speed is not None:
+        return 1.0 / job.speed.best_per_worker(local=True)
     return job.batch_time(instance.best_local_gbps)
 
 
@@ -70,7 +72,7 @@ def finish_seconds(instance: Instance, job: Job, tasks: Tasks, remaining: float,
     """Seconds to finish ``remaining`` batches if ``tasks`` were kept to the end, the
     restart (at most one slot, MODEL.md 4) charged now when ``restart``."""
     lost = min(job.restart_seconds, instance.slot_seconds) if restart else 0.0
-    return lost + remaining * batch_time(instance, job, tasks) / workers(tasks)
+    return lost + remaining * per_worker_seconds(instance, job, tasks) / workers(tasks)
 
 
 def moves_pay(instance: Instance, state: JobState, new: Tasks, keep: Tasks) -> bool:

@@ -6,7 +6,7 @@ import heapq
 from placement.online.baselines._common import (arrival_order, by_workers, held_vector,
                                                 place_count, settle, share, workers)
 from placement.online.policy import TaskDict, View
-from placement.progress import batch_time
+from placement.progress import job_rate
 
 
 class DRF:
@@ -57,8 +57,7 @@ class DRF:
             old = res.remove(j)
             tasks = place_count(res, state, target, prefer=by_workers(old))
             if tasks is not None and old and (
-                    target / batch_time(view.instance, job, tasks)
-                    <= workers(old) / batch_time(view.instance, job, old)):
+                    job_rate(view.instance, job, tasks) <= job_rate(view.instance, job, old)):
                 res.remove(j)  # rule 3: the step would slow the job down
                 tasks = None
             if tasks is None:

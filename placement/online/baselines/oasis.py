@@ -11,7 +11,7 @@ from placement.instance import COMPLETE, TOL_FIT, Instance, Job
 from placement.online.baselines._common import arrival_order, local_time, workers
 from placement.online.policy import TaskDict, View
 from placement.capacity import Residual
-from placement.progress import batch_time
+from placement.progress import per_worker_seconds
 
 
 @dataclass(frozen=True)
@@ -238,8 +238,11 @@ class OASiS:
         """T_j of rule 1: t + the slots the job needs alone at min_workers and its slowest
         per-batch time (restart included) + the lookahead."""
         job, inst = view.jobs[job_id].job, view.instance
-        slowest = max(job.batch_time(job.worker_gbps),
-                      job.batch_time(min(m.local_gbps for m in inst.topology.machines)))
+        if job.speed is not None:  # the slower class at min_workers (MODEL.md 8)
+            slowest = job.min_workers / min(job.speed.rate(job.min_workers, 1), job.speed.rate(job.min_workers, 2))
+        else:
+            slowest = max(job.batch_time(job.worker_gbps),
+                          job.batch_time(min(m.local_gbps for m in inst.topology.machines)))
         return view.t + OASiS._slots_needed(view, job, job.min_workers, slowest) + view.lookahead
 
     @staticmethod
@@ -323,7 +326,7 @@ class OASiS:
                     continue
                 hs = np.array([index[h] for h in prev])
                 units = np.array([x * alpha + s * beta for x, s in prev.values()]) / scale
-                theta = batch_time(inst, job, prev)
+                theta = per_worker_seconds(inst, job, prev)
                 rate = w * inst.slot_seconds / theta
                 lost = w * max(0.0, inst.slot_seconds - job.restart_seconds) / theta
             tasks[k] = prev

@@ -10,7 +10,7 @@ from placement.online.baselines._common import (arrival_order, by_workers, keep_
                                                 settle, share, workers)
 from placement.online.policy import JobState, TaskDict, View
 from placement.capacity import Residual
-from placement.progress import batch_time
+from placement.progress import job_rate
 
 
 class Optimus:
@@ -81,7 +81,7 @@ class Optimus:
         """Does the placement found for one more worker run the job faster than ``old``?
         The gain of rule 2 assumes the best class; the placement may have to spread."""
         inst, job = view.instance, state.job
-        return workers(new) / batch_time(inst, job, new) > workers(old) / batch_time(inst, job, old)
+        return job_rate(inst, job, new) > job_rate(inst, job, old)
 
     # ----- marginal gain -------------------------------------------------------------------
     def _push(self, heap: list, res: Residual, state: JobState, w: int, totals: np.ndarray,
@@ -107,6 +107,8 @@ class Optimus:
         alpha, beta = res.demand(job)
         need = w * alpha + job.min_ps(w) * beta
         holds = (need <= res.cap + TOL_FIT).all(axis=1)
+        if job.speed is not None:  # the table's rate, local if one machine could hold it (MODEL.md 8)
+            return state.remaining / job.speed.rate(w, 1 if holds.any() else 2)
         gbps = res.local_gbps[holds].max() if holds.any() else job.worker_gbps
         return state.remaining * job.batch_time(gbps) / w
 

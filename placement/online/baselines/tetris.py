@@ -8,7 +8,7 @@ from placement.online.baselines._common import (arrival_order, local_time, moves
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
 from placement.capacity import Residual
-from placement.progress import batch_time, canonical
+from placement.progress import canonical, job_rate
 
 
 class Tetris:
@@ -151,8 +151,7 @@ class Tetris:
                 placed = {m: x for m, (x, _) in old.items() if x}
                 placed[h] = placed.get(h, 0) + 1
                 tasks = res.beside(job, placed, within=root)
-            if tasks is not None and (workers(tasks) / batch_time(instance, job, tasks)
-                                      <= w / batch_time(instance, job, old)):
+            if tasks is not None and job_rate(instance, job, tasks) <= job_rate(instance, job, old):
                 tasks = None
         if tasks is None:
             if old:

@@ -142,5 +142,7 @@ class Tiresias:
         return tasks
 
     def _sensitive(self, view: View, job) -> bool:
+        if job.speed is not None:  # local over spread rate at full size (MODEL.md 8)
+            return job.speed.rate(job.max_workers, 1) / job.speed.rate(job.max_workers, 2) - 1 > self.skip_below
         best = job.batch_time(view.instance.best_local_gbps)
         return job.batch_time(job.worker_gbps) / best - 1 > self.skip_below
