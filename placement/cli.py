@@ -266,8 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="cap on the solve (exact: default 60 s)")
     p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
-    p.add_argument("--model", default="auto", choices=["auto", "per-machine", "aggregated"],
-                   help="LP model: per-machine, aggregated (smaller), or by size (default)")
+    p.add_argument("--model", default="auto", choices=["auto", "per-machine", "aggregated", "configuration"],
+                   help="LP model: per-machine, aggregated (smaller), configuration (sizes jobs; "
+                        "for speed tables), or by size (default)")
     p.add_argument("--out", metavar="FILE", help="write the schedule JSON here")
     p.add_argument("--csv", action="store_true",
                    help="also write t,job,machine,workers,ps CSV (beside --out, else to stdout)")

@@ -44,6 +44,12 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    otherwise, and an evicted job then looks for room in its own turn.
    Capacity freed by early completions and trims is re-used this way.
 
+With ``follow_sizes`` (the LP policy on the configuration model, whose intent's worker
+counts are the LP's decision): rule b keeps the previous task set only when the intent
+keeps the job's worker count, and in rule d the jobs the intent placed are grown only
+after every other job has been kept or started (so the capacity the LP left for others is
+theirs first, and what nobody takes is still used).
+
 Candidate placements come from :class:`placement.capacity.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
 the workers with their links respected, PSs beside the workers.
@@ -86,11 +92,11 @@ def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True) -> 
 
 def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
                 intended: Mapping[str, JobIntent] | None = None, *, fill: bool = True,
-                residual: Residual | None = None) -> dict[str, TaskDict]:
+                residual: Residual | None = None, follow_sizes: bool = False) -> dict[str, TaskDict]:
     """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
     progress so far; what online policies call each slot. ``residual`` must be empty."""
     residual = Residual(instance) if residual is None else residual
-    return _SlotBuilder(instance, tracker, residual, t).build(intended or {}, fill)
+    return _SlotBuilder(instance, tracker, residual, t, follow_sizes).build(intended or {}, fill)
 
 
 def workers_of(tasks: Mapping[str, tuple[int, int]]) -> int:
@@ -142,8 +148,10 @@ def _resize(counts: dict[str, int], workers: int) -> dict[str, int]:
 class _SlotBuilder:
     """The decisions of one slot (rules a-d of the module docstring)."""
 
-    def __init__(self, instance: Instance, tracker: ProgressTracker, residual: Residual, t: int):
+    def __init__(self, instance: Instance, tracker: ProgressTracker, residual: Residual, t: int,
+                 follow_sizes: bool = False):
         self.inst, self.tracker, self.residual, self.t = instance, tracker, residual, t
+        self.follow_sizes = follow_sizes
         self.placed: dict[str, TaskDict] = {}
 
     def build(self, intended: Mapping[str, JobIntent], fill: bool) -> dict[str, TaskDict]:
@@ -213,6 +221,8 @@ class _SlotBuilder:
         tasks = self._planned_tasks(job, placement)
         prev = self.tracker.last.get(job.id)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
+            if self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev):
+                return tasks  # the intent resizes the job: its size is the decision (rule b')
             if tasks is None or not self._gains(job, prev, tasks):
                 return dict(prev)  # rule b: no gain worth a restart
         return tasks
@@ -283,15 +293,22 @@ class _SlotBuilder:
             if job.id not in self.placed and prev and self.residual.fits(job, prev):
                 self.residual.place(job, prev)
                 reserved[job.id] = dict(prev)
+        sized = set(self.placed) if self.follow_sizes else set()
         for k, job in enumerate(active):
             if job.id in reserved:
                 self.residual.remove(job.id)
                 self._settle(job, reserved.pop(job.id))
+            elif job.id in sized:
+                continue  # sized by the intent: grown only with what is left at the end
             elif job.id in self.placed:
                 self.residual.remove(job.id)
                 self._settle(job, self.placed.pop(job.id))
             else:
                 self._start(job, reserved, active[k + 1:])
+        for job in active:
+            if job.id in sized:
+                self.residual.remove(job.id)
+                self._settle(job, self.placed.pop(job.id))
 
     def _settle(self, job: Job, current: TaskDict) -> None:
         """Keep ``current`` (not placed at the moment) or grow it if that finishes sooner."""

@@ -28,7 +28,7 @@ from solvers.guarantee import Guarantee
 from solvers.result import Status
 
 SOLVERS = ("rounding", "greedy", "exact", "lp-bound")
-MODELS = ("auto", "per-machine", "aggregated")
+MODELS = ("auto", "per-machine", "aggregated", "configuration")
 #: "auto" uses the per-machine model up to this many (job, slot, machine) triples
 AUTO_PER_MACHINE_LIMIT = 20_000
 

@@ -7,6 +7,9 @@ inverse, an object with ``decode(x) -> Intent`` (the :class:`Decoder` protocol).
   bounds the weighted JCT from below (the offline default);
 - :mod:`~placement.formulation.aggregated`: one count per domain; smaller, same kind of
   bound (online windows, large clusters);
+- :mod:`~placement.formulation.configuration`: one choice per job-slot among (worker
+  count, domain) configurations with their own rates, so the LP sizes jobs when speedups
+  are concave; same kind of bound;
 - :mod:`~placement.formulation.exact`: the time-indexed ILP of MODEL.md (the referee).
 
 Shared blocks: :mod:`~placement.formulation.rows` (sparse row blocks),
@@ -21,11 +24,13 @@ from typing import Protocol
 import numpy as np
 
 from placement.formulation.aggregated import formulate_aggregated
+from placement.formulation.configuration import formulate_configuration
 from placement.formulation.exact import formulate_exact
 from placement.formulation.per_machine import formulate
 from placement.intent import Intent
 
-__all__ = ["Decoder", "FORMULATIONS", "formulate", "formulate_aggregated", "formulate_exact"]
+__all__ = ["Decoder", "FORMULATIONS", "formulate", "formulate_aggregated", "formulate_configuration",
+           "formulate_exact"]
 
 
 class Decoder(Protocol):
@@ -36,4 +41,5 @@ class Decoder(Protocol):
 
 
 #: model name -> formulate function (the names ``placement solve --model`` and the chain use)
-FORMULATIONS = {"per-machine": formulate, "aggregated": formulate_aggregated, "exact": formulate_exact}
+FORMULATIONS = {"per-machine": formulate, "aggregated": formulate_aggregated,
+                "configuration": formulate_configuration, "exact": formulate_exact}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.formulation.domains import Domains, fit_table
+from placement.formulation.domains import Domains, fit_table, subtrees
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows
 from placement.instance import TOL, Instance
@@ -91,22 +91,9 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     topo, dt = instance.topology, instance.slot_seconds
     doms = Domains(instance)
     nodes = topo.nodes
-    node_index = {n: i for i, n in enumerate(nodes)}
     res = instance.resources
-    cap = instance.capacity_matrix
     local_gbps = np.array([m.local_gbps for m in topo.machines])
-    anc, depth, up_link = topo.ancestor_table
-    node_depth = np.array([topo.depth(n) for n in nodes])
-    # subtree capacity per node, and the nodes each domain lies below (itself included)
-    sub_cap = np.zeros((len(nodes), len(res)))
-    for h in range(len(topo.machines)):
-        sub_cap[anc[h, : depth[h] + 1]] += cap[h]
-    dom_up = [[node_index[a] for a in topo.ancestors(nodes[doms.node[d]])] for d in range(len(doms.node))]
-    child_uplink = np.zeros(len(doms.node))
-    for d, members in enumerate(doms.machines):
-        if not doms.is_local[d]:
-            kids = {int(anc[h, node_depth[doms.node[d]] + 1]) for h in members}
-            child_uplink[d] = sum(topo.links[up_link[c]].gbps for c in kids)
+    tree = subtrees(instance, doms)
 
     # ---- options: per job its domains with (upper W, upper S, speed, machine split) -----
     o_job, o_slot, o_dom, o_uw, o_us, o_speed, o_split = [], [], [], [], [], [], []
@@ -166,13 +153,9 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     alpha = np.array([[instance.jobs[j].worker.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
     beta = np.array([[instance.jobs[j].ps.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
     R, N, T0 = len(res), len(nodes), start
-    depth_max = max(len(a) for a in dom_up)
-    up_table = np.full((len(doms.node), depth_max), -1, dtype=np.int64)
-    for d, chain in enumerate(dom_up):
-        up_table[d, : len(chain)] = chain
     rows_k, cols, vals = [], [], []
-    for level in range(depth_max):
-        u = up_table[o_dom, level]
+    for level in range(tree.up.shape[1]):
+        u = tree.up[o_dom, level]
         for r in range(R):
             for var, demand in ((_W, alpha[:, r]), (_S, beta[:, r])):
                 on = (u >= 0) & (demand > 0)
@@ -187,7 +170,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     rows_k += [link_key, link_key]
     cols += [index[spread, _W], index[spread, _S]]
     vals += [wg[spread], pg[spread]]
-    rhs_full = np.concatenate([np.tile(sub_cap.reshape(-1), end - start), np.tile(child_uplink, end - start)])
+    rhs_full = np.concatenate([np.tile(tree.capacity.reshape(-1), end - start),
+                               np.tile(tree.child_uplink, end - start)])
     packing = Rows()
     keys = np.concatenate(rows_k)
     if len(keys):

@@ -33,6 +33,40 @@ class Domains:
 
 
 @dataclass(frozen=True)
+class Subtrees:
+    """What the per-domain models (aggregated, configuration) need of the tree: per node its
+    subtree's total capacity (``capacity[node, resource]``), per domain the nodes it lies
+    below, itself included (``up[domain, level]``, -1 padded), and per spread domain the
+    summed uplink capacity of its populated children (``child_uplink[domain]``)."""
+
+    capacity: np.ndarray
+    up: np.ndarray
+    child_uplink: np.ndarray
+
+
+def subtrees(instance: Instance, doms: Domains) -> Subtrees:
+    topo = instance.topology
+    nodes = topo.nodes
+    node_index = {n: i for i, n in enumerate(nodes)}
+    cap = instance.capacity_matrix
+    anc, depth, up_link = topo.ancestor_table
+    node_depth = np.array([topo.depth(n) for n in nodes])
+    sub_cap = np.zeros((len(nodes), len(instance.resources)))
+    for h in range(len(topo.machines)):
+        sub_cap[anc[h, : depth[h] + 1]] += cap[h]
+    dom_up = [[node_index[a] for a in topo.ancestors(nodes[doms.node[d]])] for d in range(len(doms.node))]
+    up = np.full((len(doms.node), max(len(a) for a in dom_up)), -1, dtype=np.int64)
+    for d, chain in enumerate(dom_up):
+        up[d, : len(chain)] = chain
+    child_uplink = np.zeros(len(doms.node))
+    for d, members in enumerate(doms.machines):
+        if not doms.is_local[d]:
+            kids = {int(anc[h, node_depth[doms.node[d]] + 1]) for h in members}
+            child_uplink[d] = sum(topo.links[up_link[c]].gbps for c in kids)
+    return Subtrees(sub_cap, up, child_uplink)
+
+
+@dataclass(frozen=True)
 class FitTable:
     """Per machine, for one job: workers that fit alone (at most U), PSs that fit alone (at
     most min_ps(U)), and the most workers that fit *with their PSs* (a local placement)."""

@@ -61,6 +61,10 @@ def _apply(chain: Chain, instance: Instance) -> tuple[list, Trace, ChainStop | N
     return candidates, trace, None
 
 
+#: the window models the policy can use (module docstring, step 3)
+WINDOW_MODELS = ("aggregated", "configuration")
+
+
 class LPRoundingPolicy:
     """Window LP + rounding + realise, re-optimised every slot (module docstring)."""
 
@@ -68,9 +72,14 @@ class LPRoundingPolicy:
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
-                 select_limit: int = 500, queue_charge: bool = True):
+                 select_limit: int = 500, queue_charge: bool = True, model: str = "aggregated"):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
+        if model not in WINDOW_MODELS:
+            raise ValueError(f"model must be one of {', '.join(WINDOW_MODELS)}, got {model!r}")
+        self.model = model
+        #: the configuration model's worker counts are the LP's decision (slot_rules, follow_sizes)
+        self.follow_sizes = model == "configuration"
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
         self.jobs_per_partition, self.time_limit = jobs_per_partition, time_limit
         self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
@@ -113,7 +122,7 @@ class LPRoundingPolicy:
                 for slot in range(t, end):
                     plans.setdefault(slot, {}).update(intent.slots[slot])
         clock = time.perf_counter()
-        placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True)
+        placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True, follow_sizes=self.follow_sizes)
         timings["realise"] = time.perf_counter() - clock
         if plans and len(view.jobs) <= self.select_limit and end > t + 1:
             clock = time.perf_counter()
@@ -132,7 +141,8 @@ class LPRoundingPolicy:
         tracker = view.tracker()
         tracker.advance(view.t, first)
         for slot in range(view.t + 1, end):
-            tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True))
+            tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True,
+                                              follow_sizes=self.follow_sizes))
         cost = 0.0
         left: list[Job] = []
         for job_id, state in view.jobs.items():
@@ -161,7 +171,18 @@ class LPRoundingPolicy:
             own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
             extra = dict(zip((job.id for job in members),
                              queue_extra(load, np.array([job.weight for job in members], dtype=float))))
-        window = Formulate("aggregated", start=view.t, end=end, remaining=remaining,
+        options = {"counts": "powers"} if self.model == "configuration" else {}
+        window = Formulate(self.model, start=view.t, end=end, remaining=remaining,
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
-                           overflow_extra=extra)
+                           overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit), Round()])
+
+
+class LPConfigurationPolicy(LPRoundingPolicy):
+    """The same policy on the configuration model (``model="configuration"``): the LP picks
+    each job's worker count and domain, and the slot rules follow its sizes."""
+
+    name = "lp-config"
+
+    def __init__(self, **options):
+        super().__init__(model="configuration", **options)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from placement.online.baselines import BASELINES
 from placement.online.greedy_policy import GreedyPolicy
-from placement.online.lp_policy import LPRoundingPolicy
+from placement.online.lp_policy import LPConfigurationPolicy, LPRoundingPolicy
 from placement.online.policy import Policy
 
 #: name -> class; each built with its defaults.
-POLICIES: dict[str, type] = {"lp-rounding": LPRoundingPolicy, "greedy": GreedyPolicy, **BASELINES}
+POLICIES: dict[str, type] = {"lp-rounding": LPRoundingPolicy, "lp-config": LPConfigurationPolicy,
+                              "greedy": GreedyPolicy, **BASELINES}
 
 
 def make_policy(name: str) -> Policy:

@@ -16,7 +16,7 @@ from placement.cli import main
 from placement.clusters import RESOURCES, star
 from placement.evaluate import score, validate
 from placement.exact_referee import solve_exact_model
-from placement.formulation import formulate, formulate_aggregated
+from placement.formulation import formulate, formulate_aggregated, formulate_configuration
 from placement.instance import Instance, InstanceError, Job
 from placement.progress import job_rate, slot_batches
 from placement.schedule import Allocation, Schedule, Slot
@@ -189,3 +189,45 @@ def test_solvers_return_valid_schedules_with_tables():
             assert solution.certificate.lower_bound <= solution.objective * (1 + 1e-9)
         exact = solve(i, solver="exact")
         assert exact.certificate.exact is False and "speed tables" in exact.certificate.message
+
+
+def test_configuration_lp_is_a_lower_bound_at_least_the_aggregated_one():
+    """Linear and table jobs: aggregated LP <= configuration LP <= brute-force optimum."""
+    checked = 0
+    for seed in range(30):
+        i = tiny_table_instance(seed) if seed % 2 else _tiny_linear(seed)
+        try:
+            best, _, _ = BF.optimum(i, limit=3000)
+        except ValueError:
+            continue
+        config = solve_lp(formulate_configuration(i)[0]).objective
+        assert config <= best * (1 + 1e-7), seed
+        if seed % 2 == 0:
+            assert solve_lp(formulate_aggregated(i)[0]).objective <= config * (1 + 1e-7), seed
+        checked += 1
+    assert checked >= 12
+
+
+def _tiny_linear(seed: int) -> Instance:
+    from dataclasses import replace
+    i = tiny_table_instance(seed)
+    return replace(i, jobs=tuple(replace(j, speed=None, gradient_mb=5 * (k + 1)) for k, j in enumerate(i.jobs)))
+
+
+def test_configuration_rounding_carries_a_guarantee_and_a_valid_schedule():
+    for seed in range(4):
+        i = tiny_table_instance(seed)
+        solution = solve(i, solver="rounding", model="configuration", trials=8)
+        assert validate(i, solution.schedule) == []
+        assert solution.certificate.guarantee is not None
+        assert solution.certificate.lower_bound <= solution.objective * (1 + 1e-9)
+
+
+def test_powers_keep_few_counts():
+    from placement.formulation.configuration import worker_counts
+    job = Job(id="j", arrival=0, work_batches=1, batch_seconds=1, worker={"gpu": 1}, ps={}, min_workers=3,
+              max_workers=20, worker_gbps=1, ps_gbps=20)
+    assert worker_counts(job, 64, "powers") == [3, 4, 8, 16, 20]
+    assert worker_counts(job, 10, "powers") == [3, 4, 8, 10]
+    assert worker_counts(job, 2, "all") == []
+    assert worker_counts(job, 5, "all") == [3, 4, 5]
