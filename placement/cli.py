@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from placement import __version__
+from placement import __version__, limits
 from placement.evaluate import evaluate
 from placement.strict_json import FileFormatError
 from placement.instance import Instance
@@ -211,6 +211,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _simulation_input(args: argparse.Namespace):
     """(jobs or instance, topology or None, slot_seconds) from --trace."""
+    from placement.cluster_spec import parse_cluster
     from placement.traces import pollux_cluster, read_joblist, read_philly, read_pollux_workload
 
     if args.trace.startswith("pollux:"):
@@ -232,7 +233,8 @@ def _simulation_input(args: argparse.Namespace):
                 None, slot)
     if args.trace.endswith(".csv"):
         try:
-            return read_joblist(args.trace), None, slot
+            cluster = parse_cluster(args.cluster) if args.cluster else None
+            return read_joblist(args.trace, cluster=cluster), None, slot
         except FileFormatError as exc:
             raise BadInput(str(exc)) from None
     instance = _load(Instance, args.trace)
@@ -333,7 +335,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-failed", action="store_true", help="solve again the instances whose row has an error")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_batch)
+    for p in sub.choices.values():
+        _limit_flags(p)
     return parser
+
+
+def _limit_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("size limits (default: $PLACEMENT_MAX_..., else the built-in "
+                                 "one; docs/limits.md)")
+    for lim in limits.LIMITS:
+        group.add_argument(lim.flag, type=int, default=None, metavar="N",
+                           help=f"most {lim.what} (${lim.env}; default {lim.default})")
+
+
+def _within_limits(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``run(args)`` with the size limits of the --max-... flags in force."""
+    with limits.overridden({lim: getattr(args, lim.name.replace("-", "_")) for lim in limits.LIMITS}):
+        return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -342,8 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.policy = ["lp-rounding"]
     run: Callable[[argparse.Namespace], int] = args.run
     try:
-        return run(args)
-    except BadInput as exc:
+        return _within_limits(run, args)
+    except (BadInput, limits.LimitError) as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:

@@ -11,13 +11,17 @@ Grammar (:func:`parse_cluster`)
     ``,mem=M`` (per-machine capacity; defaults 8 GPUs, 64 cores, 512 GB) and
     ``,local=L`` (``local_gbps``, default 400), e.g. ``racks:2x4@25/100,gpu=4``.
     PAI machines are real, so ``pai:N`` takes no options.
+
+Sizes and numbers follow the input policy (docs/limits.md): at most
+``PLACEMENT_MAX_MACHINES`` machines, link speeds and ``local`` in [1e-6, 1e6] Gbps,
+capacities at most 1e9.
 """
 from __future__ import annotations
 
 import math
 import re
 
-from placement import clusters
+from placement import clusters, limits
 from placement.topology import Topology
 
 __all__ = ["parse_cluster", "tidy"]
@@ -39,11 +43,13 @@ def parse_cluster(spec: str) -> Topology:
         if at or options:
             raise ValueError(f"cluster {spec!r}: pai:N takes no link speeds or options "
                              "(its machines and network rules are fixed)")
-        n = _count(spec, size, "the number of machines")
+        n = _count(spec, size, "the number of machines", limited=False)
         try:
-            return clusters.pai(n)
+            topology = clusters.pai(n)  # refuses more than the real machine list
         except ValueError as exc:
             raise ValueError(f"cluster {spec!r}: {exc}") from None
+        _count(spec, size, "the number of machines")  # and within the machine limit
+        return topology
     kwargs = _options(spec, options)
     if kind == "star":
         n = _count(spec, size, "the number of machines")
@@ -54,6 +60,8 @@ def parse_cluster(spec: str) -> Topology:
     if not x:
         raise ValueError(f"cluster {spec!r}: expected racks:RxM (R racks of M machines)")
     n_racks, per_rack = _count(spec, r, "the number of racks"), _count(spec, m, "machines per rack")
+    if n_racks * per_rack > limits.value(limits.MACHINES):
+        raise ValueError(f"cluster {spec!r}: {limits.too_many(limits.MACHINES, n_racks * per_rack)}")
     if at:
         machine, slash, rack = speeds.partition("/")
         if not slash:
@@ -63,25 +71,32 @@ def parse_cluster(spec: str) -> Topology:
     return clusters.racks(n_racks, per_rack, **kwargs)
 
 
-def _count(spec: str, text: str, what: str) -> int:
-    if not re.fullmatch(r"\d+", text) or int(text) < 1:
-        raise ValueError(f"cluster {spec!r}: {what} must be a positive integer, got {text!r}")
+def _count(spec: str, text: str, what: str, limited: bool = True) -> int:
+    """A positive integer of at most 30 digits, and (``limited``) at most the machine limit."""
+    if not re.fullmatch(r"\d{1,30}", text) or int(text) < 1:
+        raise ValueError(f"cluster {spec!r}: {what} must be a positive integer, got {text[:40]!r}")
+    if limited and int(text) > limits.value(limits.MACHINES):
+        raise ValueError(f"cluster {spec!r}: {what}: {limits.too_many(limits.MACHINES, int(text))}")
     return int(text)
 
 
-def _number(spec: str, text: str, what: str, *, zero_ok: bool = False) -> float:
+def _number(spec: str, text: str, what: str, *, zero_ok: bool = False,
+            bound: limits.Bound = limits.AMOUNT) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        bound = ">= 0" if zero_ok else "> 0"
-        raise ValueError(f"cluster {spec!r}: {what} must be a number {bound}, got {text!r}")
+        sign = ">= 0" if zero_ok else "> 0"
+        raise ValueError(f"cluster {spec!r}: {what} must be a number {sign}, got {text[:40]!r}")
+    reason = bound.check(value, not zero_ok)
+    if reason:
+        raise ValueError(f"cluster {spec!r}: {what} {reason}")
     return tidy(value)
 
 
 def _gbps(spec: str, text: str) -> float:
-    return _number(spec, text, "a link speed (Gbps)")
+    return _number(spec, text, "a link speed (Gbps)", bound=limits.GBPS)
 
 
 def _options(spec: str, options: list[str]) -> dict:
@@ -97,7 +112,7 @@ def _options(spec: str, options: list[str]) -> dict:
             raise ValueError(f"cluster {spec!r}: option {key!r} is given twice")
         seen.add(key)
         if key == "local":
-            kwargs["local_gbps"] = _number(spec, value, "local=")
+            kwargs["local_gbps"] = _number(spec, value, "local=", bound=limits.GBPS)
         else:
             capacity[key] = _number(spec, value, f"{key}=", zero_ok=key == "gpu")
     kwargs["capacity"] = capacity

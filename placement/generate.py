@@ -61,7 +61,8 @@ Horizon (when not given)
     completes in :func:`placement.first_fit.first_fit_schedule`: a plain
     first-come-first-served schedule, each job local on one machine (rules there). It is
     a valid schedule, so c + 1 slots are provably enough to finish every job (MODEL.md
-    section 4 asks benchmark horizons to be so).
+    section 4 asks benchmark horizons to be so). More than ``PLACEMENT_MAX_HORIZON``
+    slots (docs/limits.md), like ``jobs`` above ``PLACEMENT_MAX_JOBS``, is a ValueError.
 
 The same arguments give the identical instance (with the same NumPy version: NumPy may
 change a Generator's streams between releases; ``benchmarks/make_suites.py --check``
@@ -77,7 +78,7 @@ from importlib import resources as package_files
 
 import numpy as np
 
-from placement import clusters
+from placement import clusters, limits
 from placement.cluster_spec import parse_cluster, tidy
 from placement.first_fit import demand_vector, first_fit
 from placement.instance import MB_TO_GB, TOL, Instance, Job
@@ -198,8 +199,13 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
     job_list = tuple(Job(id=f"j{k}", arrival=int(a), **d)
                      for k, (a, d) in enumerate(zip(arrivals, drafts)))
     if horizon is None:
-        _, completion = first_fit(job_list, topology, resources, slot_seconds, limit=None)
+        most = limits.value(limits.HORIZON)
+        _, completion = first_fit(job_list, topology, resources, slot_seconds, limit=most)
         horizon = max(math.ceil(window / arrival_span), max(completion) + 1, 1)
+        if horizon > most or min(completion) < 0:
+            raise ValueError(f"these jobs need more than {most} slots, the limit of "
+                             f"{limits.HORIZON.env} ({limits.DOC}): raise it, or pass "
+                             "--horizon, fewer jobs or a larger cluster")
     return Instance(slot_seconds=slot_seconds, horizon=horizon, resources=resources,
                     topology=topology, jobs=job_list,
                     name=name if name is not None else default_name(cluster, jobs, seed))
@@ -231,7 +237,14 @@ def _check_args(**a) -> None:
     integer("max_workers", 1)
     if a["horizon"] is not None:
         integer("horizon", 1)
+    for key, limit in (("jobs", limits.JOBS), ("horizon", limits.HORIZON),
+                       ("max_workers", limits.WORKERS)):
+        if a[key] is not None and a[key] > limits.value(limit):
+            raise ValueError(f"{key}: {limits.too_many(limit, a[key])}")
     real("slot_seconds", 0)
+    reason = limits.SLOT.check(a["slot_seconds"], True)
+    if reason:
+        raise ValueError(f"slot_seconds {reason}")
     real("load", 0)
     real("arrival_span", 0, 1)
     real("max_run_slots", 1, low_open=False)

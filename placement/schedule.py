@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement.strict_json import Fields, ScheduleError, integer, join, read_json, write_json
+from placement.strict_json import Fields, ScheduleError, join, read_json, write_json
 
 __all__ = ["Allocation", "Schedule", "ScheduleError", "Slot"]
 
@@ -78,7 +78,7 @@ class Schedule:
                 allocs.append(Allocation(af.string("job"), af.string("machine"),
                                          af.integer("workers", minimum=0),
                                          af.integer("ps", minimum=0)))
-            slots.append(Slot(integer(raw["t"], join(sf.path, "t"), ScheduleError), tuple(allocs)))
+            slots.append(Slot(sf.integer("t"), tuple(allocs)))
         extra = {k: v for k, v in value.items() if k not in ("slots", "instance")}
         return cls(tuple(slots), instance, extra)
 

@@ -9,9 +9,10 @@ mini-batches in a slot are the model's times (1 - p u), u uniform on [0, 1) from
 generator seeded with ``seed``: the truth lags the model, as a real cluster's does.
 
 The run stops when every job has completed, or after ``horizon`` slots (default
-:func:`default_horizon`). The executed allocations form a schedule over an instance of
-all jobs whose horizon is the number of slots simulated and whose cluster is every
-machine that took part (removed ones included). Without noise and machine events that
+:func:`default_horizon`, cut at ``PLACEMENT_MAX_HORIZON``: docs/limits.md; a larger
+``horizon`` or ``lookahead`` is refused). The executed allocations form a schedule over
+an instance of all jobs whose horizon is the number of slots simulated and whose cluster
+is every machine that took part (removed ones included). Without noise and machine events that
 schedule passes :func:`placement.evaluate.validate` (checked; a failure is a bug) and its
 MODEL.md score equals the simulated truth. With noise the model thinks jobs complete
 before they do, so the executed schedule may break rule 2 and its score differs from the
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from placement import limits
 from placement.evaluate import evaluate
 from placement.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
@@ -104,9 +106,21 @@ def simulate(instance_or_jobs: Instance | Iterable[Job], *, topology: Topology |
         raise ValueError(f"progress_noise must be in [0, 1), got {progress_noise!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    cap = default_horizon(jobs, topology, slot_seconds, resources) if horizon is None else horizon
+    if not (isinstance(slot_seconds, (int, float)) and math.isfinite(slot_seconds) and slot_seconds > 0):
+        raise ValueError(f"slot_seconds must be a finite number > 0, got {slot_seconds!r}")
+    reason = limits.SLOT.check(slot_seconds, True)
+    if reason:
+        raise ValueError(f"slot_seconds {reason}")
+    most = limits.value(limits.HORIZON)
+    if horizon is None:
+        cap = min(default_horizon(jobs, topology, slot_seconds, resources), most)
+    else:
+        cap = horizon
     if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
         raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+    for what, n in (("horizon", cap), ("lookahead", lookahead)):
+        if isinstance(n, (int, np.integer)) and n > most:
+            raise ValueError(f"{what}: {limits.too_many(limits.HORIZON, int(n))}")
     if jobs and max(j.arrival for j in jobs) >= cap:
         raise ValueError(f"horizon {cap} ends before the last arrival (slot "
                          f"{max(j.arrival for j in jobs)})")

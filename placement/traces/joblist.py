@@ -14,12 +14,16 @@ column is required.
 Reading is strict, with the rules of :meth:`placement.instance.Job.from_dict`: an
 unknown, duplicate or missing column, a row with the wrong number of cells, an empty
 cell, text that is not a number, NaN, infinity, a negative or zero value where MODEL.md
-forbids it, a count that is not an integer (``3.0``) or a duplicate id raise
-:class:`~placement.strict_json.InstanceError` whose path names the file, the row and the
-column, e.g. ``jobs.csv:row 4:worker_gpu: must be >= 0, got -1``. Rows are counted as
-lines of the file (the header is row 1), so an editor jumps to them; blank lines are
-skipped. A cell holding an integer literal reads as an int, anything else as a float,
-and writing uses ``repr``: reading what was written gives equal jobs, with equal types.
+forbids it, a number outside its bound or a count above its limit (docs/limits.md: the
+input policy of every reader), a control character in an id, a count that is not an
+integer (``3.0``) or a duplicate id raise :class:`~placement.strict_json.InstanceError`
+whose path names the file, the line and the column, e.g.
+``jobs.csv:line 4:worker_gpu: must be >= 0, got -1``. Lines are the file's (the header
+is line 1), so an editor jumps to them; blank lines are skipped. Given the ``cluster``
+the jobs will run on, a job that can never run there (a worker or PS that fits on no
+machine, min_workers the cluster cannot hold) is reported on its line too. A cell
+holding an integer literal reads as an int, anything else as a float, and writing uses
+``repr``: reading what was written gives equal jobs, with equal types.
 """
 from __future__ import annotations
 
@@ -31,8 +35,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from placement import limits
 from placement.strict_json import InstanceError, open_csv
-from placement.instance import Job
+from placement.instance import Instance, Job
+from placement.topology import Topology
 
 __all__ = ["COLUMNS", "PS_RESOURCES", "WORKER_RESOURCES", "read_joblist", "write_joblist"]
 
@@ -47,26 +53,47 @@ _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|
                     re.IGNORECASE)
 
 
-def read_joblist(path: str | os.PathLike) -> list[Job]:
-    """The jobs of a job-list CSV, in file order (format and errors: module docstring)."""
+def read_joblist(path: str | os.PathLike, cluster: Topology | None = None) -> list[Job]:
+    """The jobs of a job-list CSV, in file order (format and errors: module docstring);
+    with ``cluster``, also checked to fit on it."""
     name, header, reader = open_csv(path, ",".join(COLUMNS))
     _check_header(name, header)
-    jobs, rows_of = [], {}
+    jobs, rows_of, lines = [], {}, []
+    most = limits.value(limits.JOBS)
     for cells in reader:
         row = reader.line_num
         if not any(c.strip() for c in cells):
             continue
-        where = f"{name}:row {row}"
+        where = f"{name}:line {row}"
+        if len(jobs) == most:
+            raise InstanceError(where, f"the file lists {limits.too_many(limits.JOBS, most + 1)}")
         if len(cells) != len(header):
             raise InstanceError(where, f"{len(cells)} cells, but the header has {len(header)} "
                                 "columns")
         job = _job(where, dict(zip(header, (c.strip() for c in cells))))
         if job.id in rows_of:
-            raise InstanceError(f"{where}:id", f"duplicate job id {job.id!r} (first on row "
+            raise InstanceError(f"{where}:id", f"duplicate job id {job.id!r} (first on line "
                                 f"{rows_of[job.id]})")
         rows_of[job.id] = row
         jobs.append(job)
+        lines.append(row)
+    if cluster is not None and jobs:
+        _check_cluster(name, jobs, lines, cluster)
     return jobs
+
+
+def _check_cluster(name: str, jobs: list[Job], lines: list[int], cluster: Topology) -> None:
+    """Every job can run on ``cluster`` (Instance's own checks); an error names the line."""
+    try:
+        Instance(slot_seconds=1, horizon=max(j.arrival for j in jobs) + 1,
+                 resources=WORKER_RESOURCES, topology=cluster, jobs=tuple(jobs))
+    except InstanceError as exc:
+        found = re.fullmatch(r"jobs\[(\d+)\]\.?(.*)", exc.path)
+        if found is None:
+            raise InstanceError(f"{name}: on this cluster", f"{exc.path}: {exc.reason}") from None
+        column = found.group(2).replace(".", "_")
+        where = f"{name}:line {lines[int(found.group(1))]}" + (f":{column}" if column else "")
+        raise InstanceError(where, f"{exc.reason} (on this cluster)") from None
 
 
 def write_joblist(jobs: Iterable[Job], path: str | os.PathLike) -> None:
@@ -95,7 +122,7 @@ def write_joblist(jobs: Iterable[Job], path: str | os.PathLike) -> None:
 
 
 def _check_header(name: str, header: list[str]) -> None:
-    where = f"{name}:row 1"
+    where = f"{name}:line 1"
     for i, column in enumerate(header):
         if column not in COLUMNS:
             raise InstanceError(f"{where}:{column}", f"unknown column (expected "

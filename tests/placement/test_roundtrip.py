@@ -10,8 +10,9 @@ from placement.schedule import Allocation, Schedule, Slot
 
 ids = st.text("abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=6)
 pos = st.one_of(st.integers(1, 10**6), st.floats(1e-3, 1e6, allow_nan=False, allow_infinity=False))
-# demands <= 2 of capacities >= 8, so min_workers <= 4 always fits on one machine
-nonneg = st.one_of(st.integers(0, 2), st.floats(0, 2, allow_nan=False, allow_infinity=False))
+# demands <= 2 of capacities >= 8, so min_workers <= 4 always fits on one machine; a positive
+# amount is at least 1e-6 (docs/limits.md)
+nonneg = st.one_of(st.integers(0, 2), st.floats(1e-6, 2, allow_nan=False, allow_infinity=False))
 
 
 @st.composite

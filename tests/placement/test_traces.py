@@ -256,16 +256,16 @@ def _bad(tmp_path: Path, column: str, value: str) -> Path:
 
 
 @pytest.mark.parametrize("column, value, message", [
-    ("worker_gpu", "-1", "row 3:worker_gpu: must be >= 0, got -1"),
-    ("worker_gbps", "nan", "row 3:worker_gbps: must be finite, got nan"),
-    ("batch_seconds", "inf", "row 3:batch_seconds: must be finite"),
-    ("work_batches", "0", "row 3:work_batches: must be > 0, got 0"),
-    ("ps_mem", "", "row 3:ps_mem: empty cell"),
-    ("ps_cpu", "two", "row 3:ps_cpu: must be a number, got 'two'"),
-    ("ps_cpu", "1_000", "row 3:ps_cpu: must be a number"),
-    ("arrival", "3.0", "row 3:arrival: must be an integer, got 3.0"),
-    ("min_workers", "9", "row 3:min_workers: min_workers 9 > max_workers"),
-    ("id", "", "row 3:id: must be a non-empty string"),
+    ("worker_gpu", "-1", "line 3:worker_gpu: must be >= 0, got -1"),
+    ("worker_gbps", "nan", "line 3:worker_gbps: must be finite, got nan"),
+    ("batch_seconds", "inf", "line 3:batch_seconds: must be finite"),
+    ("work_batches", "0", "line 3:work_batches: must be > 0, got 0"),
+    ("ps_mem", "", "line 3:ps_mem: empty cell"),
+    ("ps_cpu", "two", "line 3:ps_cpu: must be a number, got 'two'"),
+    ("ps_cpu", "1_000", "line 3:ps_cpu: must be a number"),
+    ("arrival", "3.0", "line 3:arrival: must be an integer, got 3.0"),
+    ("min_workers", "9", "line 3:min_workers: min_workers 9 > max_workers"),
+    ("id", "", "line 3:id: must be a non-empty string"),
 ])
 def test_bad_joblist_cells_name_row_and_column(tmp_path, column, value, message):
     path = _bad(tmp_path, column, value)
@@ -276,15 +276,15 @@ def test_bad_joblist_cells_name_row_and_column(tmp_path, column, value, message)
 def test_duplicate_job_ids_name_both_rows(tmp_path):
     first = read_philly(HEAD, sample=3, seed=1)[0].id
     path = _bad(tmp_path, "id", first)
-    with pytest.raises(InstanceError, match=rf"jobs.csv:row 3:id: duplicate job id '{first}' "
-                                            r"\(first on row 2\)"):
+    with pytest.raises(InstanceError, match=rf"jobs.csv:line 3:id: duplicate job id '{first}' "
+                                            r"\(first on line 2\)"):
         read_joblist(path)
 
 
 @pytest.mark.parametrize("header, message", [
-    (lambda h: h.replace("worker_gpu", "worker_gpus"), "row 1:worker_gpus: unknown column"),
-    (lambda h: h.replace(",ps_mem", ""), "row 1:ps_mem: missing column"),
-    (lambda h: h.replace("weight", "ps_cpu"), "row 1:ps_cpu: duplicate column"),
+    (lambda h: h.replace("worker_gpu", "worker_gpus"), "line 1:worker_gpus: unknown column"),
+    (lambda h: h.replace(",ps_mem", ""), "line 1:ps_mem: missing column"),
+    (lambda h: h.replace("weight", "ps_cpu"), "line 1:ps_cpu: duplicate column"),
 ])
 def test_bad_joblist_headers(tmp_path, header, message):
     path = tmp_path / "jobs.csv"
@@ -299,7 +299,7 @@ def test_joblist_row_shape_and_file_errors(tmp_path):
     path = tmp_path / "jobs.csv"
     write_joblist(read_philly(HEAD, sample=2, seed=1), path)
     path.write_text(path.read_text() + "x,1,2\n")
-    with pytest.raises(InstanceError, match=r"jobs.csv:row 4: 3 cells, but the header has 16"):
+    with pytest.raises(InstanceError, match=r"jobs.csv:line 4: 3 cells, but the header has 16"):
         read_joblist(path)
     with pytest.raises(InstanceError, match="no such file"):
         read_joblist(tmp_path / "missing.csv")
