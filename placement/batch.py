@@ -26,19 +26,21 @@ from typing import Any
 
 from tqdm import tqdm
 
-from placement.batch_files import COLUMNS, STAGES, TIME_COLUMNS, BatchError, CsvWriter, Row, read_kept
+from placement.batch_files import (COLUMNS, STAGES, TIME_COLUMNS, BatchError, CsvWriter, ResultsFileError,
+                                   ResultsLock, Row, read_kept)
 from placement.evaluate import validate
 from placement.executors import EXECUTORS, executor as make_executor
 from placement.strict_json import FileFormatError
 from placement.instance import Instance
+from placement.outputs import json_text, write_text
 from placement.schedule import Schedule
 from placement.solve import SOLVERS, solve
 from solvers.result import Status
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BatchError", "BatchSummary", "COLUMNS", "EXECUTORS", "Options", "TIME_COLUMNS", "expand",
-           "run_batch", "solve_instance"]
+__all__ = ["BatchError", "BatchSummary", "COLUMNS", "EXECUTORS", "Options", "ResultsFileError", "TIME_COLUMNS",
+           "expand", "run_batch", "solve_instance"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class BatchSummary:
     skipped: int
     skipped_failed: int          # skipped rows that carry an error (kept without --retry-failed)
     wall_seconds: float
+    repaired: tuple[tuple[int, str], ...] = ()   # (line, reason) of the bad rows --repair-results dropped
+    missing_schedules: int = 0   # done rows whose schedule file was gone: solved again
 
     @property
     def failures(self) -> list[tuple[str, str]]:
@@ -110,16 +114,31 @@ def solve_instance(path: str, instance: Instance, options: Options) -> dict[str,
 # ----- the driver ------------------------------------------------------------------------
 def run_batch(paths: Sequence[str], *, solver: str, out_csv: str | os.PathLike, executor: str = "local",
               address: str | None = None, workers: int = 1, time_limit: float | None = None, seed: int = 0,
-              trials: int = 32, progress: bool = True, retry_failed: bool = False) -> BatchSummary:
+              trials: int = 32, progress: bool = True, retry_failed: bool = False,
+              repair_results: bool = False) -> BatchSummary:
     """Solve every file matched by the globs ``paths`` with ``solver``; one CSV row each.
 
     ``executor="local"`` uses ``workers`` processes (1: in this process); ``"dask"``
-    connects to the scheduler at ``address`` or starts a LocalCluster of ``workers``."""
+    connects to the scheduler at ``address`` or starts a LocalCluster of ``workers``.
+    One run at a time per ``out_csv`` (:class:`ResultsLock`); an existing CSV with bad rows
+    raises :class:`ResultsFileError` unless ``repair_results`` (then they are dropped and
+    their instances solved again)."""
     options = Options(solver, seed, time_limit, trials)
     _check(options, executor, address, workers)
     files = expand(paths)
     out_csv = Path(out_csv)
-    kept = read_kept(out_csv, retry_failed)
+    with ResultsLock(out_csv):
+        return _run_locked(files, out_csv, options, executor, address, workers, progress, retry_failed,
+                           repair_results)
+
+
+def _run_locked(files: list[str], out_csv: Path, options: Options, executor: str, address: str | None,
+                workers: int, progress: bool, retry_failed: bool, repair_results: bool) -> BatchSummary:
+    solver = options.solver
+    found = read_kept(out_csv, retry_failed, repair_results)
+    for line, reason in found.bad:
+        logger.warning("%s: line %d dropped (%s)", out_csv, line, reason)
+    kept = found.rows
     done = {r["instance"]: r for r in kept if r["solver"] == solver}
     todo = [f for f in files if f not in done]
     skipped = [done[f] for f in files if f in done]
@@ -140,7 +159,8 @@ def run_batch(paths: Sequence[str], *, solver: str, out_csv: str | os.PathLike, 
         writer.close()
     writer.sort()
     return BatchSummary(out_csv, len(files), tuple(rows), len(skipped),
-                        sum(1 for r in skipped if r["error"]), time.perf_counter() - start)
+                        sum(1 for r in skipped if r["error"]), time.perf_counter() - start,
+                        tuple(found.bad), len(found.missing))
 
 
 def expand(patterns: Iterable[str]) -> list[str]:
@@ -231,7 +251,7 @@ def _row(result: dict[str, Any], instance: Instance, options: Options, load: flo
     if result.get("schedule") is not None:
         t0 = time.perf_counter()
         target = writer.schedule_path(path, instance.name, options.solver)
-        Schedule.from_dict(result["schedule"]).save(target)
+        write_text(target, json_text(Schedule.from_dict(result["schedule"]).to_dict()))
         violations = validate(instance, Schedule.load(target))
         row["valid"] = not violations
         row["schedule"] = os.path.relpath(target, writer.out_csv.parent)

@@ -28,6 +28,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from placement import deadline
+from placement.deadline import TimeLimitReached
 from placement.evaluate import Report, evaluate
 from placement.formulation import FORMULATIONS, Decoder
 from placement.instance import Instance
@@ -121,7 +123,7 @@ class SolveLP(_Forward):
 
     def apply(self, problem: Problem, trace: Trace) -> Result:
         clock = time.perf_counter()
-        trace.result = lp = solve_lp(problem, time_limit=self.time_limit)
+        trace.result = lp = solve_lp(problem, time_limit=deadline.remaining(self.time_limit))
         trace.time("lp", clock)
         if lp.status is not Status.OPTIMAL:
             raise ChainStop(f"LP relaxation: {lp.status.value} ({lp.message})")
@@ -159,8 +161,8 @@ class SolveExact(_Forward):
 
     def apply(self, problem: Problem, trace: Trace) -> list[np.ndarray]:
         clock = time.perf_counter()
-        trace.result = result = solve_exact(problem, backend=self.backend, time_limit=self.time_limit,
-                                            threads=self.threads)
+        trace.result = result = solve_exact(problem, backend=self.backend,
+                                            time_limit=deadline.remaining(self.time_limit), threads=self.threads)
         trace.time("solve", clock)
         trace.bound, trace.bound_source = result.bound, "mip"
         trace.messages.append(result.message)
@@ -207,6 +209,7 @@ class ChainResult:
     trace: Trace
     candidates: int     # candidates the solver produced
     checked: int        # candidates carried back and checked by the referee
+    timed_out: bool = False   # the deadline stopped the back path before every candidate was checked
 
 
 class Chain:
@@ -223,8 +226,9 @@ class Chain:
         data: Any = instance
         try:
             for step in self.steps:
+                deadline.check(_STAGES.get(type(step).__name__, ""))
                 data = step.apply(data, trace)
-        except ChainStop as stop:
+        except (ChainStop, TimeLimitReached) as stop:
             stop.trace = trace
             raise
         return data, trace
@@ -237,26 +241,51 @@ class Chain:
 
     def run(self, instance: Instance, *, time_limit: float | None = None) -> ChainResult:
         """Apply, then invert and referee candidates in order, keeping the lowest weighted
-        JCT. With ``time_limit`` (seconds, counted from the start of ``run``), stop before a
-        candidate that would not finish inside it at the mean pace so far; the first
-        candidate always runs, so there is a schedule whenever the solver gave one."""
-        start = time.perf_counter()
-        candidates, trace = self.apply(instance)
-        clock = time.perf_counter()
-        best: tuple[Schedule, Report] | None = None
-        checked = 0
-        for k, candidate in enumerate(candidates):
-            per_candidate = (time.perf_counter() - clock) / k if k else 0.0
-            if time_limit is not None and k > 0 and time.perf_counter() - start + per_candidate > time_limit:
-                logger.info("time budget spent after %d of %d candidates", k, len(candidates))
-                break
-            schedule = self.invert(candidate, trace)
-            violations, report = evaluate(instance, schedule)
-            if violations:
-                raise RuntimeError(f"the chain built an invalid schedule: {violations[0]}")
-            checked += 1
-            if best is None or report.objective < best[1].objective - 1e-9:
-                best = (schedule, report)
-        trace.time(self.back_label, clock)
+        JCT. Under a deadline (:mod:`placement.deadline`; ``time_limit`` seconds from the
+        start of ``run`` adds one) a step that meets it raises
+        :class:`~placement.deadline.TimeLimitReached`; on the way back, the chain stops
+        before a candidate that would not finish in time at the mean pace so far, and a
+        candidate the deadline interrupts is dropped: the best schedule checked so far is
+        kept (``timed_out``), and only with none does the exception propagate."""
+        with deadline.limit(time_limit):
+            candidates, trace = self.apply(instance)
+            try:
+                deadline.check(_STAGES.get(self.back_label, "checking the candidates"))
+            except TimeLimitReached as stop:
+                stop.trace = trace
+                raise
+            clock = time.perf_counter()
+            best: tuple[Schedule, Report] | None = None
+            checked = 0
+            timed_out = False
+            for k, candidate in enumerate(candidates):
+                per_candidate = (time.perf_counter() - clock) / k if k else 0.0
+                clock_now = deadline.current()
+                if k > 0 and clock_now is not None and clock_now.remaining() < per_candidate:
+                    logger.info("time budget spent after %d of %d candidates", k, len(candidates))
+                    timed_out = True
+                    break
+                try:
+                    schedule = self.invert(candidate, trace)
+                except TimeLimitReached as stop:
+                    if best is None:
+                        trace.time(self.back_label, clock)
+                        stop.trace = trace
+                        raise
+                    timed_out = True
+                    break
+                violations, report = evaluate(instance, schedule)
+                if violations:
+                    raise RuntimeError(f"the chain built an invalid schedule: {violations[0]}")
+                checked += 1
+                if best is None or report.objective < best[1].objective - 1e-9:
+                    best = (schedule, report)
+            trace.time(self.back_label, clock)
         schedule, report = best if best is not None else (None, None)
-        return ChainResult(schedule, report, trace, len(candidates), checked)
+        return ChainResult(schedule, report, trace, len(candidates), checked, timed_out)
+
+
+#: what the command is doing when the deadline meets it before a step (for its message)
+_STAGES = {"SlotRules": "starting the solve", "AsPlanned": "starting the solve", "Formulate": "building the model", "SolveLP": "solving the LP relaxation", "Round": "rounding",
+           "SolveExact": "solving the ILP", "EmptyIntent": "placing greedily", "greedy": "placing greedily",
+           "decode_realise": "repairing the rounded candidates", "decode": "decoding the ILP solution"}

@@ -1,7 +1,11 @@
 """The ``placement`` command: parses arguments and calls the library, nothing more.
 
-Exit codes: 0 success (valid), 1 invalid schedule, 2 bad input (one line on stderr,
-naming the file, the JSON path and the reason; never a traceback).
+Exit codes: 0 success (valid), 1 invalid schedule or no schedule (the reason on stderr),
+2 bad input (one line on stderr, naming the file, the JSON path and the reason; never a
+traceback), 130 interrupted (Ctrl-C; 143 for SIGTERM): nothing half-written.
+
+Outputs are checked before any work and written all or nothing (:mod:`placement.outputs`);
+``solve --time-limit`` bounds the whole command (:mod:`placement.deadline`).
 """
 from __future__ import annotations
 
@@ -9,19 +13,32 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from placement import __version__, limits
-from placement.evaluate import evaluate
-from placement.strict_json import FileFormatError
-from placement.instance import Instance
-from placement.schedule import Schedule
+try:    # Ctrl-C while the command starts up: the same one line as later, no traceback
+    from placement import __version__, deadline, limits
+    from placement.evaluate import evaluate
+    from placement.outputs import OutputError, Staged, check_outputs, json_text, write_text
+    from placement.strict_json import FileFormatError
+    from placement.instance import Instance
+    from placement.schedule import Schedule
+except KeyboardInterrupt:
+    sys.stderr.write("placement: interrupted\n")
+    raise SystemExit(130) from None
 
 EXIT_OK, EXIT_INVALID, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class BadInput(Exception):
     """Raised by a command for input it cannot use; printed as one line, exit code 2."""
+
+
+def _check_outputs(outputs: dict, inputs: Sequence[str] = ()) -> None:
+    try:
+        check_outputs(outputs, inputs)
+    except OutputError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _load(kind: type, path: str):
@@ -87,51 +104,77 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from placement.solve import SolveError, solve
     from solvers.result import Status
 
+    csv_target = Path(args.out).with_suffix(".csv") if args.out and args.csv else None
+    _check_outputs({"--out": args.out, "--csv": csv_target, "--plot": args.plot}, [args.instance])
+    fmt = _plot_format(args.plot) if args.plot else None
     instance = _load(Instance, args.instance)
     try:
+        deadline.check("loading the instance")
         solution = solve(instance, solver=args.solver, seed=args.seed, time_limit=args.time_limit,
                          trials=args.trials, model=args.model)
     except SolveError as exc:
         raise BadInput(str(exc)) from None
+    except deadline.TimeLimitReached as stop:
+        print(f"placement: no schedule: {stop}", file=sys.stderr)
+        return EXIT_INVALID
     cert = solution.certificate
     if solution.schedule is None:
-        print(cert.summary())
-        return EXIT_OK if cert.status is Status.BOUND else EXIT_INVALID
+        if cert.status is Status.BOUND:
+            print(cert.summary(args.verbose))
+            return EXIT_OK
+        print(cert.summary(args.verbose), file=sys.stderr)
+        reason = cert.message or "the solver gave none"
+        if not reason.startswith("no schedule"):
+            reason = f"no schedule ({cert.status.value}): {reason}"
+        print(f"placement: {reason}", file=sys.stderr)
+        return EXIT_INVALID
     schedule = solution.schedule
-    if args.out:
-        schedule.save(args.out)
-    if args.csv:
-        target = Path(args.out).with_suffix(".csv") if args.out else None
-        text = schedule.to_csv(target)
-        if target is None:
-            print(text, end="")
-    if args.plot:
-        from placement.plot import PlotUnavailable, plot_schedule
-        try:
-            plot_schedule(instance, schedule, args.plot)
-        except PlotUnavailable as exc:
-            raise BadInput(str(exc)) from None
-    if not (args.csv and not args.out):
-        print(schedule.table([j.id for j in instance.jobs], instance.horizon))
-        print()
-        print(solution.report.summary())
-        print(cert.summary())
-        for path in (args.out, Path(args.out).with_suffix(".csv") if args.out and args.csv else None, args.plot):
-            if path:
-                print(f"wrote {path}")
+    with args.guard.writing(), Staged() as staged:    # all or nothing, never cut by the guard
+        if args.out:
+            staged.write_text(args.out, json_text(schedule.to_dict()))
+        if csv_target:
+            staged.write_text(csv_target, schedule.to_csv())
+        if args.plot:
+            from placement.plot import PlotUnavailable, write_plot
+            try:
+                write_plot(instance, schedule, staged.path(args.plot), fmt)
+            except PlotUnavailable as exc:
+                raise BadInput(str(exc)) from None
+        staged.commit()
+    if args.csv and not args.out:
+        print(schedule.to_csv(), end="")
+        return EXIT_OK
+    print(schedule.table([j.id for j in instance.jobs], instance.horizon, legend=True))
+    print()
+    print(replace(solution.report, bound=None, gap=None).summary())   # the bound and gap: once, below
+    print(cert.summary(args.verbose))
+    for path in (args.out, csv_target, args.plot):
+        if path:
+            print(f"wrote {path}")
+    if cert.message.startswith("time limit"):
+        print(f"placement: {cert.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _plot_format(path: str) -> str:
+    from placement.plot import PlotUnavailable, plot_format
+    try:
+        return plot_format(path)
+    except (ValueError, PlotUnavailable) as exc:
+        raise BadInput(f"--plot {exc}") from None
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from placement.generate import generate
 
+    _check_outputs({"--out": args.out})
     try:
         instance = generate(jobs=args.jobs, cluster=args.cluster, horizon=args.horizon,
                             slot_seconds=args.slot_seconds, seed=args.seed, load=args.load, name=args.name)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if args.out:
-        instance.save(args.out)
+        write_text(args.out, json_text(instance.to_dict()))
         print(f"wrote {args.out}: {len(instance.jobs)} jobs, {len(instance.topology.machines)} machines, "
               f"horizon {instance.horizon}")
     else:
@@ -145,6 +188,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from placement.simulate import parse_event, plot_simulation, simulate
 
     names = list(POLICIES) if args.policy == ["all"] else args.policy
+    _check_outputs({"--out": args.out}, [args.trace.removeprefix("pollux:")])
+    if args.plot and Path(args.plot).exists() and not Path(args.plot).is_dir():
+        raise BadInput(f"--plot {args.plot}: is a file; --plot takes a folder")
     try:
         policies = [make_policy(n) for n in names]
         events = [parse_event(e) for e in args.event]
@@ -152,7 +198,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.cluster:
             topology = parse_cluster(args.cluster)
     except (ValueError, FileNotFoundError) as exc:
-        raise BadInput(str(exc)) from None
+        hint = ("; or simulate a shipped sample: --trace instances/traces/philly-30-s3.csv --cluster racks:4x8"
+                if args.trace == "philly" and isinstance(exc, FileNotFoundError) else "")
+        raise BadInput(f"{exc}{hint}") from None
     if topology is None:
         raise BadInput("a job list needs a cluster: add --cluster (e.g. racks:4x8 or pai:64)")
     results = {}
@@ -174,8 +222,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"{name:<12} {r.average_jct:>12.6g} {r.p95_jct:>12.6g} {r.makespan:>13.6g} "
                   f"{len(r.unfinished):>10} {r.reconfigurations:>7} {r.decision_time['median']:>20.4f}")
     if args.out:
-        from placement.strict_json import write_json
-        write_json(args.out, {name: r.to_dict(schedule=False) for name, r in results.items()})
+        write_text(args.out, json_text({name: r.to_dict(schedule=False) for name, r in results.items()}))
         print(f"wrote {args.out}")
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
@@ -191,9 +238,12 @@ def cmd_batch(args: argparse.Namespace) -> int:
         summary = run_batch(args.patterns, solver=args.solver, out_csv=args.out, executor=args.executor,
                             address=args.address, workers=args.workers, time_limit=args.time_limit,
                             seed=args.seed, trials=args.trials, progress=not args.no_progress,
-                            retry_failed=args.retry_failed)
+                            retry_failed=args.retry_failed, repair_results=args.repair_results)
     except BatchError as exc:
         raise BadInput(str(exc)) from None
+    except KeyboardInterrupt:
+        print(f"placement: the rows finished so far are in {args.out}; the same command resumes", file=sys.stderr)
+        raise
     skipped = f"{summary.skipped} skipped (already in {args.out}"
     skipped += f", {summary.skipped_failed} of them failed: --retry-failed)" if summary.skipped_failed else ")"
     gap = "-" if summary.mean_gap is None else f"{summary.mean_gap:.2%}"
@@ -201,10 +251,14 @@ def cmd_batch(args: argparse.Namespace) -> int:
     print(f"mean gap   {gap} (instances solved in this run)")
     where = f"dask at {args.address}" if args.address else f"{args.executor}, {args.workers} worker(s)"
     print(f"wall time  {summary.wall_seconds:.2f} s ({where})")
+    for line, reason in summary.repaired:
+        print(f"repaired   line {line} of {args.out} dropped ({reason}); its instance solved again")
+    if summary.missing_schedules:
+        print(f"re-solved  {summary.missing_schedules} instance(s) whose schedule file was missing")
     for path, error in summary.failures[:10]:
-        print(f"failed     {path}: {error}")
+        print(f"failed     {path}: {error}", file=sys.stderr)
     if summary.failed > 10:
-        print(f"failed     ... {summary.failed - 10} more (see the error column)")
+        print(f"failed     ... {summary.failed - 10} more (see the error column)", file=sys.stderr)
     print(f"wrote {args.out}")
     return EXIT_OK if summary.all_solved else EXIT_INVALID
 
@@ -265,8 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver", default="rounding", choices=["rounding", "greedy", "exact", "lp-bound"],
                    help="rounding (default), greedy baseline, exact ILP, or only the LP lower bound")
     p.add_argument("--seed", type=int, default=0, help="seed of the rounding trials (default 0)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                   help="cap on the solve (exact: default 60 s)")
+    p.add_argument("--time-limit", type=deadline.seconds, default=None, metavar="SECONDS",
+                   help="cap on the whole command: load, build, solve, write; at the limit the best "
+                        "schedule so far is written, or none (exit 1). exact: 60 s for the ILP by default")
     p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
     p.add_argument("--model", default="auto", choices=["auto", "per-machine", "aggregated", "configuration"],
                    help="LP model: per-machine, aggregated (smaller), configuration (sizes jobs; "
@@ -274,7 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write the schedule JSON here")
     p.add_argument("--csv", action="store_true",
                    help="also write t,job,machine,workers,ps CSV (beside --out, else to stdout)")
-    p.add_argument("--plot", metavar="PNG", help="draw per-machine allocations and utilisation")
+    p.add_argument("--plot", metavar="PNG", help="draw per-machine allocations and utilisation "
+                   "(workers solid, PSs hatched); the suffix picks the format: .png, .svg, .pdf, ...")
+    p.add_argument("--verbose", action="store_true", help="the rounding guarantee in full")
     p.set_defaults(run=cmd_solve)
 
     p = sub.add_parser("generate", help="write a random instance built from measured model profiles")
@@ -290,8 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="run online policies through a job stream, slot by slot")
     p.add_argument("--trace", required=True,
-                   help="'philly' (the Philly log), a job-list CSV, an instance JSON, or "
-                        "pollux:WORKLOAD_CSV (a Pollux simulator workload)")
+                   help="a job-list CSV (shipped: instances/traces/philly-30-s3.csv, with --cluster "
+                        "racks:4x8), an instance JSON, 'philly' (the full Philly log, not shipped: "
+                        "--philly-path), or pollux:WORKLOAD_CSV (a Pollux simulator workload)")
     p.add_argument("--sample", type=int, default=200, help="philly: jobs to sample (default 200)")
     p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
     p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
@@ -327,12 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default=None, metavar="tcp://HOST:8786",
                    help="dask: a running scheduler (default: start a local cluster of --workers)")
     p.add_argument("--workers", type=int, default=1, help="processes (default 1: in this process)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="cap on each solve")
+    p.add_argument("--time-limit", type=deadline.seconds, default=None, metavar="SECONDS", help="cap on each solve")
     p.add_argument("--seed", type=int, default=0, help="seed of the rounding trials (default 0)")
     p.add_argument("--trials", type=int, default=32, help="rounding trials (default 32)")
     p.add_argument("--out", required=True, metavar="CSV", help="results, one row per instance; "
                    "schedules go to schedules/ beside it; an existing file is resumed")
     p.add_argument("--retry-failed", action="store_true", help="solve again the instances whose row has an error")
+    p.add_argument("--repair-results", action="store_true", help="drop the rows of --out that are not batch "
+                   "rows (reported by line) and solve their instances again; without it such a file stops the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_batch)
     for p in sub.choices.values():
@@ -355,20 +415,25 @@ def _within_limits(run: Callable[[argparse.Namespace], int], args: argparse.Name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. From the real command line (``argv`` None) a
+    :class:`placement.deadline.Guard` also ends the process if ``solve --time-limit`` is
+    overrun inside a call that cannot be stopped, or Ctrl-C is not acted on within a
+    second; called with ``argv`` (from Python, tests) the process is never ended."""
     args = build_parser().parse_args(argv)
     if getattr(args, "command", None) == "simulate" and not args.policy:
         args.policy = ["lp-rounding"]
     run: Callable[[argparse.Namespace], int] = args.run
+    seconds = getattr(args, "time_limit", None) if args.command == "solve" else None
     try:
-        return _within_limits(run, args)
+        with deadline.command(seconds, real=argv is None, guarded=args.command == "solve") as args.guard:
+            return _within_limits(run, args)
     except (BadInput, limits.LimitError) as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("placement: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return deadline.interrupted(exc)
 
 
 if __name__ == "__main__":

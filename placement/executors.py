@@ -1,8 +1,18 @@
-"""Where a batch's instances are solved: in this process, a local process pool, or Dask."""
+"""Where a batch's instances are solved: in this process, a local process pool, or Dask.
+
+The pool's workers end with the batch: they ignore Ctrl-C (the client decides), are
+terminated when the client leaves the pool by an exception (Ctrl-C, SIGTERM through the
+command line's handler), and each watches its parent, ending itself within half a second
+once the client is gone however it went (SIGKILL included).
+"""
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -34,11 +44,36 @@ def executor(kind: str, address: str | None, workers: int) -> Iterator[tuple[Exe
         yield _InProcess(), 1
     else:
         # spawn, not fork: a forked child would inherit the parent's HiGHS thread pool state
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_start, initargs=(os.getpid(),))
         try:
             yield pool, 2 * workers
+        except BaseException:
+            _terminate(pool)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_start(parent: int) -> None:
+    """In each pool worker: leave Ctrl-C to the client, and end when the client is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), name="watch-parent", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    """End the workers now (their tasks are abandoned: the batch is stopping)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())   # no public way to reach them
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=2)
 
 
 @contextmanager

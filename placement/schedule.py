@@ -120,9 +120,10 @@ class Schedule:
         return text
 
     def table(self, jobs: Iterable[str] | None = None, horizon: int | None = None,
-              max_slots: int = 24) -> str:
+              max_slots: int = 24, legend: bool = False) -> str:
         """Jobs x slots grid: ``W/S`` workers/PSs, ``*`` when spread over several machines,
-        ``.`` when idle. Long horizons are cut at ``max_slots`` columns."""
+        ``.`` when idle. Long horizons are cut at ``max_slots`` columns; ``legend`` adds a
+        line under the grid saying what the symbols mean."""
         cells: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
         for t, a in self.rows():
             if a.workers or a.ps:
@@ -142,4 +143,6 @@ class Schedule:
                 text.get((j, t), ".").rjust(width) for t in range(shown)))
         if last > shown:
             lines.append(f"... {last - shown} more slots not shown")
+        if legend:
+            lines.append("W/S = workers/PSs of the job in that slot, * = spread over machines, . = not running")
         return "\n".join(lines)

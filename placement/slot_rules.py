@@ -61,6 +61,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from placement import deadline
 from placement.instance import COMPLETE, Instance, Job
 from placement.capacity import Residual
 from placement.intent import JobIntent, Intent
@@ -81,6 +82,7 @@ def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True) -> 
     for t in range(instance.horizon):
         if len(tracker.completed) == len(instance.jobs):
             break
+        deadline.check()
         intended = intent.slots[t] if t < len(intent.slots) else {}
         residual.clear()
         placed = decide_slot(instance, tracker, t, intended, fill=fill, residual=residual)

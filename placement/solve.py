@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from placement import deadline
 from placement.chain import Chain, ChainStop, EmptyIntent, Formulate, Round, SlotRules, SolveLP
+from placement.deadline import TimeLimitReached
 from placement.evaluate import Report
 from placement.exact_referee import solve_exact_model
 from placement.instance import Instance
@@ -55,7 +57,9 @@ class Certificate:
     exact: bool | None = None       # exact solver: is the ILP exact for this instance
     message: str = ""
 
-    def summary(self) -> str:
+    def summary(self, verbose: bool = False) -> str:
+        """The certificate as text; the rounding guarantee in three short lines, or in
+        full with ``verbose``."""
         lines = [f"solver            {self.solver} ({self.status.value})"]
         if self.lower_bound is not None:
             model = f", {self.model} model" if self.model else ""
@@ -66,11 +70,24 @@ class Certificate:
             lines.append(f"rounding          {self.valid_trials} of {self.trials + 1} candidates realised "
                          f"({self.trials} random trials + the most likely), seed {self.seed}")
         if self.guarantee is not None:
-            lines.append(f"guarantee         {self.guarantee.statement}")
+            lines += ([f"guarantee         {self.guarantee.statement}"] if verbose
+                      else _short_guarantee(self.guarantee))
         lines.append("timings           " + ", ".join(f"{k} {v:.3f}s" for k, v in self.timings.items()))
         if self.message:
             lines.append(f"note              {self.message}")
         return "\n".join(lines)
+
+
+def _short_guarantee(g: Guarantee) -> list[str]:
+    """What was rounded, the probability bound, what it means (``--verbose``: the full statement)."""
+    objective = "" if g.objective_threshold is None else f", objective <= {g.objective_threshold:.6g}"
+    return [f"guarantee         rounded the LP optimum ({g.lp_objective:.6g}): {g.rows_pack} packing and "
+            f"{g.rows_cover} covering rows bounded, {g.rows_exact} choice rows kept exactly",
+            f"                  P[a trial has packing <= {1 + g.delta_pack:.4g} b, covering >= "
+            f"{1 - g.delta_cover:.4g} d{objective}] >= {g.p_success:.3g}; all {g.trials} trials miss <= "
+            f"{g.p_all_fail:.3g}",
+            "                  so some trial is near the LP before repair; repair then makes it valid "
+            "(--verbose: in full)"]
 
 
 @dataclass(frozen=True)
@@ -89,12 +106,29 @@ class Solution:
 def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_limit: float | None = None,
           trials: int = 32, bound: bool = True, exact_backend: str = "highs", model: str = "auto") -> Solution:
     """Solve ``instance`` with ``solver`` (one of SOLVERS). ``bound=False`` skips the LP
-    lower bound for greedy; ``time_limit`` (seconds) caps the LP, the rounding trials and
-    the exact solver. ``model`` picks the LP (docs/formulation.md): the per-machine model,
-    the aggregated one (smaller, same kind of lower bound), or by size ("auto")."""
+    lower bound for greedy; ``time_limit`` (seconds) caps the whole call: building the
+    model, the LP, the rounding trials and their repair, the exact solver (which gets 60 s
+    without it). At the limit the best schedule checked so far is returned (a note says
+    so), or none with status ``TIME_LIMIT``; an enclosing :func:`placement.deadline.limit`
+    that ends earlier (the command line's) wins. ``model`` picks the LP
+    (docs/formulation.md): the per-machine model, the aggregated one (smaller, same kind of
+    lower bound), or by size ("auto")."""
     _check_args(solver, seed, time_limit, trials)
     if model not in MODELS:
         raise SolveError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+    with deadline.limit(time_limit):
+        try:
+            return _solve(instance, solver, seed, time_limit, trials, bound, exact_backend, model)
+        except TimeLimitReached as stop:
+            trace = getattr(stop, "trace", None)
+            name = solver if solver != "exact" else f"exact:{exact_backend}"
+            return Solution(None, None, Certificate(name, Status.TIME_LIMIT, None, None, None, None,
+                                                    dict(trace.timings) if trace is not None else {},
+                                                    message=f"no schedule: {stop}"))
+
+
+def _solve(instance: Instance, solver: str, seed: int, time_limit: float | None, trials: int, bound: bool,
+           exact_backend: str, model: str) -> Solution:
     if not instance.jobs:
         empty = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
         return _finish(instance, empty.schedule, empty.report, solver, Status.OPTIMAL, 0.0, "lp", None, {},
@@ -138,10 +172,12 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
         if bound_only:
             _, trace = chain.apply(instance)
         else:
-            out = chain.run(instance, time_limit=time_limit)
+            out = chain.run(instance)
             trace = out.trace
     except ChainStop as stop:
-        return Solution(None, None, Certificate(name, Status.ERROR, None, None, None, None, stop.trace.timings,
+        lp = stop.trace.result
+        status = Status.TIME_LIMIT if lp is not None and lp.status is Status.TIME_LIMIT else Status.ERROR
+        return Solution(None, None, Certificate(name, status, None, None, None, None, stop.trace.timings,
                                                 message=str(stop), model=model))
     if trace.bound is None:
         lp = trace.result
@@ -152,8 +188,9 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
         return Solution(None, None, Certificate("lp-bound", Status.BOUND, trace.bound, "lp", None, None, trace.timings,
                                                 model=model))
     schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
+    note = f"time limit reached: the best of the first {out.checked} candidates" if out.timed_out else ""
     return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, trace.bound, "lp", trace.guarantee,
-                   trace.timings, seed=seed, trials=trials, valid_trials=out.checked, model=model)
+                   trace.timings, seed=seed, trials=trials, valid_trials=out.checked, model=model, message=note)
 
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:

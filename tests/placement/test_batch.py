@@ -178,8 +178,8 @@ def test_cli_exit_codes_and_summary(folder, tmp_path, capsys):
     code, text, _ = run(capsys, "batch", str(folder / "*.json"), "--solver", "greedy", "--out", out, "--no-progress")
     assert code == 0 and "instances  5: 5 solved, 0 failed, 0 skipped" in text and "mean gap" in text
     (folder / "broken.json").write_text(json.dumps({"name": "x"}))
-    code, text, _ = run(capsys, "batch", str(folder / "*.json"), "--solver", "greedy", "--out", out, "--no-progress")
-    assert code == 1 and "1 failed, 5 skipped" in text and "broken.json: slot_seconds: missing required key" in text
+    code, text, err = run(capsys, "batch", str(folder / "*.json"), "--solver", "greedy", "--out", out, "--no-progress")
+    assert code == 1 and "1 failed, 5 skipped" in text and "broken.json: slot_seconds: missing required key" in err
     code, text, _ = run(capsys, "batch", str(folder / "*.json"), "--solver", "greedy", "--out", out, "--no-progress")
     assert code == 1 and "1 of them failed: --retry-failed" in text
     code, _, err = run(capsys, "batch", str(tmp_path / "none*.json"), "--solver", "greedy", "--out", out)

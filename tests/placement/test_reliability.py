@@ -1,0 +1,203 @@
+"""Issue 16, the command's side: --time-limit bounds the whole command, Ctrl-C is prompt
+and leaves nothing half-written, outputs are checked first and written all or nothing,
+failures go to stderr; and the first-use polish (legend, bound once, short guarantee,
+PSs in the picture)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from placement import deadline
+from placement.chain import Chain, EmptyIntent, SlotRules
+from placement.cli import main
+from placement.generate import generate
+from placement.instance import Instance
+from placement.intent import Intent
+from placement.outputs import OutputError, Staged, check_outputs
+from placement.solve import solve
+from solvers.result import Status
+
+from .conftest import EXAMPLES
+
+ROOT = Path(__file__).resolve().parents[2]
+RACKS = EXAMPLES / "racks.json"
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.name.endswith(".tmp"))
+
+
+# ----- the time limit ----------------------------------------------------------------------
+def test_a_limit_met_before_any_schedule_gives_none_with_its_status():
+    out = solve(Instance.load(RACKS), time_limit=1e-6)
+    assert out.schedule is None and out.certificate.status is Status.TIME_LIMIT
+    assert out.certificate.message.startswith("no schedule: time limit of 1e-06 s reached while")
+
+
+class _SlowSecond(EmptyIntent):
+    """Three candidates; carrying the second one back takes longer than the limit."""
+
+    def __init__(self):
+        self.back = 0
+
+    def apply(self, instance, trace):
+        return [Intent(instance.horizon) for _ in range(3)]
+
+    def invert(self, intent, trace):
+        self.back += 1
+        if self.back == 2:
+            time.sleep(0.3)
+            deadline.check()
+        return intent
+
+
+def test_the_best_schedule_so_far_is_kept_at_the_limit():
+    out = Chain([SlotRules(), _SlowSecond()]).run(Instance.load(RACKS), time_limit=0.2)
+    assert out.schedule is not None and out.timed_out and out.checked == 1
+
+
+def test_no_limit_hit_same_schedule():
+    inst = Instance.load(RACKS)
+    assert solve(inst, seed=3, time_limit=60).schedule == solve(inst, seed=3).schedule
+
+
+def test_cli_no_schedule_within_the_limit_says_so_on_stderr(capsys, tmp_path):
+    code, out, err = run(capsys, "solve", RACKS, "--time-limit", "1e-6", "--out", tmp_path / "s.json")
+    assert code == 1 and out == "" and "placement: no schedule: time limit of 1e-06 s reached" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _python(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+# a C call that neither checks the clock nor lets Python run a signal handler
+STUCK = "import hashlib; hashlib.pbkdf2_hmac('sha256', b'x', b'y', 10**9)"
+
+
+def test_the_guard_ends_a_call_that_cannot_be_stopped_after_limit_plus_grace():
+    t0 = time.perf_counter()
+    p = _python(f"from placement import deadline\nwith deadline.command(0.3, real=True):\n    {STUCK}")
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 1 and "placement: no schedule: time limit of 0.3 s reached" in err
+    assert time.perf_counter() - t0 < 8
+
+
+def test_ctrl_c_inside_a_call_that_cannot_be_stopped_ends_within_a_second_or_so():
+    p = _python(f"from placement import deadline\nimport sys\nprint('go', flush=True)\n"
+                f"with deadline.command(None, real=True):\n    {STUCK}")
+    assert p.stdout.readline() == "go\n"
+    time.sleep(0.3)
+    sent = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err.strip() == "placement: interrupted"
+    assert time.perf_counter() - sent < 4
+
+
+def test_ctrl_c_during_the_exact_solver_writes_nothing(tmp_path):
+    generate(jobs=30, cluster="racks:2x4", seed=1).save(tmp_path / "i.json")
+    p = subprocess.Popen([sys.executable, "-m", "placement.cli", "solve", str(tmp_path / "i.json"), "--solver",
+                          "exact", "--time-limit", "30", "--out", str(tmp_path / "o" / "s.json"), "--plot",
+                          str(tmp_path / "o" / "s.png")], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)   # started up, inside HiGHS (earlier, the outcome must be the same)
+    sent = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err.strip() == "placement: interrupted" and out == ""
+    assert time.perf_counter() - sent < 4
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["i.json"]
+
+
+# ----- outputs -----------------------------------------------------------------------------
+def test_missing_folders_are_created_and_every_output_written(capsys, tmp_path):
+    out, plot = tmp_path / "a" / "b" / "s.json", tmp_path / "c" / "p.svg"
+    code, text, _ = run(capsys, "solve", RACKS, "--out", out, "--csv", "--plot", plot)
+    assert code == 0 and out.is_file() and out.with_suffix(".csv").is_file() and plot.is_file()
+    assert f"wrote {plot}" in text and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("case", ["dir", "plot-json", "input", "same", "under-a-file"])
+def test_bad_outputs_are_refused_before_any_work(capsys, tmp_path, case):
+    instance = tmp_path / "i.json"
+    instance.write_bytes(RACKS.read_bytes())
+    (tmp_path / "f").write_text("")
+    argv = {"dir": ["--out", tmp_path], "plot-json": ["--plot", tmp_path / "x.json"],
+            "input": ["--out", instance], "same": ["--out", tmp_path / "x.json", "--plot", tmp_path / "x.json"],
+            "under-a-file": ["--out", tmp_path / "f" / "x.json"]}[case]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, out, err = run(capsys, "solve", instance, *argv)
+    assert code == 2 and out == "" and err.startswith("placement: error: --") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert instance.read_bytes() == RACKS.read_bytes()
+
+
+def test_a_failing_output_writes_nothing_at_all(capsys, tmp_path, monkeypatch):
+    import placement.plot
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(placement.plot, "write_plot", broken)
+    with pytest.raises(OSError):
+        main(["solve", str(RACKS), "--out", str(tmp_path / "new" / "s.json"), "--plot", str(tmp_path / "p.png")])
+    assert list(tmp_path.iterdir()) == []     # no schedule, no temp file, no new folder
+
+
+def test_staged_files_are_all_or_nothing(tmp_path):
+    (tmp_path / "a").write_text("old")
+    with pytest.raises(RuntimeError), Staged() as staged:
+        staged.write_text(tmp_path / "a", "new")
+        raise RuntimeError
+    assert (tmp_path / "a").read_text() == "old" and leftovers(tmp_path) == []
+    with pytest.raises(OutputError, match="same file"):
+        check_outputs({"--out": tmp_path / "a", "--plot": tmp_path / "." / "a"})
+
+
+def test_a_failed_solve_reports_on_stderr_not_stdout(capsys):
+    code, out, err = run(capsys, "solve", RACKS, "--time-limit", "1e-6")
+    assert code == 1 and out == "" and "no schedule" in err
+
+
+# ----- first use ---------------------------------------------------------------------------
+def test_solve_output_legend_bound_once_short_guarantee(capsys):
+    code, out, _ = run(capsys, "solve", RACKS)
+    assert code == 0 and "W/S = workers/PSs of the job in that slot" in out
+    assert out.count("lower bound") == 1 and out.count("gap") == 1
+    guarantee = out[out.index("guarantee"):out.index("timings")].splitlines()
+    assert len(guarantee) == 3 and "--verbose" in guarantee[2]
+    code, out, _ = run(capsys, "solve", RACKS, "--verbose")
+    assert "Chernoff bounds" in out
+
+
+def test_the_picture_shows_parameter_servers(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from placement.plot import _draw
+
+    inst = Instance.load(RACKS)
+    fig = _draw(plt, inst, solve(inst).schedule, None)
+    ax = fig.axes[0]
+    assert any(p.get_hatch() for p in ax.patches)
+    assert "parameter servers" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_simulate_help_offers_a_shipped_trace(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "instances/traces/philly-30-s3.csv" in capsys.readouterr().out
