@@ -32,7 +32,7 @@ from placement.evaluate import validate
 from placement.executors import EXECUTORS, executor as make_executor
 from placement.strict_json import FileFormatError
 from placement.instance import Instance
-from placement.outputs import json_text, write_text
+from placement.outputs import OutputError, check_outputs, json_text, write_text
 from placement.schedule import Schedule
 from placement.solve import SOLVERS, solve
 from solvers.result import Status
@@ -127,6 +127,13 @@ def run_batch(paths: Sequence[str], *, solver: str, out_csv: str | os.PathLike, 
     _check(options, executor, address, workers)
     files = expand(paths)
     out_csv = Path(out_csv)
+    schedules = out_csv.parent / "schedules"
+    try:
+        check_outputs({"--out": out_csv}, files)
+    except OutputError as exc:
+        raise BatchError(str(exc)) from None
+    if schedules.exists() and not schedules.is_dir():
+        raise BatchError(f"{schedules} is a file; the schedules go to that folder beside --out")
     with ResultsLock(out_csv):
         return _run_locked(files, out_csv, options, executor, address, workers, progress, retry_failed,
                            repair_results)

@@ -92,6 +92,16 @@ def test_a_foreign_file_is_never_repaired(done):
     assert out.read_text() == "a,b\n1,2\n"
 
 
+def test_an_unusable_out_is_refused_before_anything_runs(done):
+    folder, out = done
+    before = (folder / "g0.json").read_bytes()
+    with pytest.raises(BatchError, match="is the input file"):
+        run_batch([str(folder / "*.json")], solver="greedy", out_csv=folder / "g0.json", progress=False)
+    with pytest.raises(BatchError, match="is a directory"):
+        run_batch([str(folder / "*.json")], solver="greedy", out_csv=folder, progress=False)
+    assert (folder / "g0.json").read_bytes() == before
+
+
 def test_a_missing_schedule_file_is_solved_again(done):
     folder, out = done
     schedule = out.parent / rows(out)[1]["schedule"]
