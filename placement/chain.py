@@ -249,11 +249,8 @@ class Chain:
         kept (``timed_out``), and only with none does the exception propagate."""
         with deadline.limit(time_limit):
             candidates, trace = self.apply(instance)
-            try:
-                deadline.check(_STAGES.get(self.back_label, "checking the candidates"))
-            except TimeLimitReached as stop:
-                stop.trace = trace
-                raise
+            if deadline.current() is not None:   # named for a message, checked by the back path's own loops
+                deadline.current().where = _STAGES.get(self.back_label, "checking the candidates")
             clock = time.perf_counter()
             best: tuple[Schedule, Report] | None = None
             checked = 0

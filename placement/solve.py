@@ -14,6 +14,8 @@ once.
 """
 from __future__ import annotations
 
+import contextvars
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -194,15 +196,50 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
 
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
-    timings: dict[str, float] = {}
-    bound = None
-    if with_bound:
-        bound, timings = _lp_bound(instance, model)
+    # the schedule first, the (optional) bound after: a time limit then costs the bound, not the schedule
     out = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
+    timings: dict[str, float] = {}
+    bound, note = None, ""
+    if with_bound:
+        try:
+            bound, timings = _bound_in_time(instance, model)
+        except TimeLimitReached as stop:
+            trace = getattr(stop, "trace", None)
+            timings = dict(trace.timings) if trace is not None else {}
+            note = f"no lower bound: {stop}"
     timings["greedy"] = out.trace.timings["greedy"]
     schedule = replace(out.schedule, extra={"solver": "greedy"})
     return _finish(instance, schedule, out.report, "greedy", Status.FEASIBLE, bound,
-                   "lp" if bound is not None else None, None, timings, model=model if bound is not None else None)
+                   "lp" if bound is not None else None, None, timings, model=model if bound is not None else None,
+                   message=note)
+
+
+def _bound_in_time(instance: Instance, model: str) -> tuple[float | None, dict[str, float]]:
+    """:func:`_lp_bound`, but under a deadline in a thread given only the time left: the
+    schedule in hand is not lost to a model build or an LP that cannot be interrupted (the
+    thread is abandoned; its own deadline checks end it at its next step)."""
+    clock = deadline.current()
+    if clock is None:
+        return _lp_bound(instance, model)
+    result: list = []
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=lambda: result.append(_capture(context.run, _lp_bound, instance, model)),
+                              name="lp-bound", daemon=True)
+    worker.start()
+    worker.join(max(clock.remaining(), 0.0))
+    if not result:
+        raise TimeLimitReached(clock.seconds, "computing the lower bound")
+    value, error = result[0]
+    if error is not None:
+        raise error
+    return value
+
+
+def _capture(run, *args):
+    try:
+        return run(*args), None
+    except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        return None, exc
 
 
 def _exact(instance: Instance, time_limit: float | None, backend: str) -> Solution:

@@ -67,6 +67,15 @@ def test_the_best_schedule_so_far_is_kept_at_the_limit():
     assert out.schedule is not None and out.timed_out and out.checked == 1
 
 
+def test_greedy_keeps_its_schedule_when_the_bound_does_not_fit(monkeypatch):
+    import placement.solve
+
+    monkeypatch.setattr(placement.solve, "_lp_bound", lambda instance, model: time.sleep(1) or (1.0, {}))
+    out = solve(Instance.load(RACKS), solver="greedy", time_limit=0.3)
+    assert out.schedule is not None and out.certificate.lower_bound is None
+    assert out.certificate.message.startswith("no lower bound: time limit of 0.3 s reached")
+
+
 def test_no_limit_hit_same_schedule():
     inst = Instance.load(RACKS)
     assert solve(inst, seed=3, time_limit=60).schedule == solve(inst, seed=3).schedule
