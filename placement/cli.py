@@ -425,7 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Callable[[argparse.Namespace], int] = args.run
     seconds = getattr(args, "time_limit", None) if args.command == "solve" else None
     try:
-        with deadline.command(seconds, real=argv is None, guarded=args.command == "solve") as args.guard:
+        guarded = args.command == "solve" or (args.command == "batch" and args.executor == "local")
+        with deadline.command(seconds, real=argv is None, guarded=guarded) as args.guard:
             return _within_limits(run, args)
     except (BadInput, limits.LimitError) as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
