@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement import deadline
 from placement.formulation.domains import Domains, fit_table, subtrees
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows
@@ -127,6 +128,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
             per_job.append((d, uw, max(us, 1), speed, split))
         later = None if later_domains is None else later_domains.get(job.id)
         for t in range(max(job.arrival, start), end):
+            deadline.check("building the model")
             for d, uw, us, speed, split in per_job:
                 if t > start and later is not None and nodes[doms.node[d]] not in later:
                     continue
@@ -197,6 +199,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
 
     groups: dict[tuple[int, int], list[Option]] = {}
     for o in range(n_opt):
+        if o % 4096 == 0:
+            deadline.check("building the model")
         groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(
             Option(int(Y_[o]), np.array([W_[o], S_[o]], dtype=np.int64)))
     problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement import deadline
 from placement.formulation.aggregated import AggregateDecoder
 from placement.formulation.domains import Domains, fit_table, subtrees
 from placement.formulation.progress_block import ProgressBlock
@@ -143,6 +144,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                 per_job.append((d, w, dt * config_rate(instance, job, w, local, h), split))
         later = None if later_domains is None else later_domains.get(job.id)
         for t in range(max(job.arrival, start), end):
+            deadline.check("building the model")
             for d, w, speed, split in per_job:
                 if t > start and later is not None and nodes[doms.node[d]] not in later:
                     continue
@@ -201,6 +203,8 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     groups: dict[tuple[int, int], list[Option]] = {}
     empty = np.zeros(0, dtype=np.int64)
     for o in range(n_opt):
+        if o % 4096 == 0:
+            deadline.check("building the model")
         groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(Option(o, empty))
     problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
                       upper=upper, integer=integer, groups=[ChoiceGroup(tuple(v)) for v in groups.values()],

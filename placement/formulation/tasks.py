@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from placement import deadline
 from placement.formulation.domains import Domains, FitTable, fit_table
 from placement.formulation.rows import Rows
 from placement.instance import MB_TO_GB, TOL, Instance, Job
@@ -56,6 +57,7 @@ class TaskVariables:
             used = np.unique(pairs_d)
             k, nd = len(pairs_d), len(used)
             for t in range(max(job.arrival, start), end):
+                deadline.check("building the model")
                 parts["kind"] += [np.full(k, W), np.full(k, S), np.full(nd, Y)]
                 parts["job"].append(np.full(2 * k + nd, j))
                 parts["slot"].append(np.full(2 * k + nd, t))
