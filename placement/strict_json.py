@@ -47,10 +47,18 @@ def fail(path: str, reason: str, error: type[FileFormatError] = FileFormatError)
 
 
 def join(path: str, key: str | int) -> str:
-    """JSON path of a child: ``jobs`` + 3 -> ``jobs[3]``; ``jobs[3]`` + ``id`` -> ``jobs[3].id``."""
+    """JSON path of a child: ``jobs`` + 3 -> ``jobs[3]``; ``jobs[3]`` + ``id`` -> ``jobs[3].id``;
+    a key that is not a plain name is quoted (``capacity["gpu mem"]``), control characters
+    escaped and long keys cut, so a path is always one short line."""
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if not _NAME.fullmatch(key):
+        quoted = json.dumps(key if len(key) <= 40 else key[:40] + "...")
+        return f"{path}[{quoted}]"
     return f"{path}.{key}" if path else key
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class Fields:

@@ -60,6 +60,9 @@ def width_scale(width: float, rows: int, target: float, *, cover: bool) -> float
     Packing: the largest s <= 1 such that a worst-case row (mean s*B, capacity B) exceeds its
     capacity with probability <= target/rows.  Covering: the smallest s >= 1 such that a worst-case
     row (mean s*D, demand D) falls to D or below with probability <= target/rows.
+    When no packing scale > 0 meets the budget (a width far below 1: a row whose capacity
+    is a small fraction of one unit), 1.0: rounding is then unscaled, its computed
+    guarantee says how little it promises, and repair restores validity.
     """
     if rows == 0 or not math.isfinite(width) or width <= 0:
         return 1.0
@@ -80,7 +83,7 @@ def width_scale(width: float, rows: int, target: float, *, cover: bool) -> float
             lo = mid
         else:
             hi = mid
-    return hi if cover else lo
+    return hi if cover else (lo if lo > 0 else 1.0)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Instance, Job
+from placement.instance import COMPLETE, TOL_FIT, Instance, Job
 from placement.online.policy import JobState, TaskDict, View
 from placement.capacity import Residual
 from placement.progress import canonical, per_worker_seconds
@@ -39,6 +39,17 @@ def local_time(instance: Instance, job: Job) -> float:
     if job.speed is not None:
         return 1.0 / job.speed.best_per_worker(local=True)
     return job.batch_time(instance.best_local_gbps)
+
+
+def cannot_finish_by(view: View, job: Job, end: int) -> bool:
+    """True when no plan completes ``job`` before slot ``end``: even max_workers at the
+    fastest rate of any placement, with no restart, need more slots."""
+    if job.speed is not None:
+        per_worker = max(job.speed.best_per_worker(local=True), job.speed.best_per_worker(local=False))
+    else:
+        per_worker = 1.0 / min(job.batch_time(view.instance.best_local_gbps), job.batch_time(job.worker_gbps))
+    per_slot = job.max_workers * per_worker * view.instance.slot_seconds
+    return view.t + view.jobs[job.id].remaining * COMPLETE / per_slot > end + 1
 
 
 def unit_demand(res: Residual, job: Job) -> np.ndarray:

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement import limits
 from placement.instance import COMPLETE, TOL_FIT, Instance, Job
-from placement.online.baselines._common import arrival_order, local_time, workers
+from placement.online.baselines._common import arrival_order, cannot_finish_by, local_time, workers
 from placement.online.policy import TaskDict, View
 from placement.capacity import Residual
 from placement.progress import per_worker_seconds
@@ -191,6 +192,9 @@ class OASiS:
         inst = view.instance
         t0 = view.t
         end = self.window_end(view, job_id) if end is None else end
+        end = min(end, t0 + limits.value(limits.HORIZON))  # a window is a horizon: bounded (docs/limits.md)
+        if cannot_finish_by(view, job, end):  # before building up to that many slots for nothing
+            return None
         slots = [reserved(tau) for tau in range(t0, end)]
         scale = self.scale(slots[0])
         low, high = self.bounds(view, scale)
