@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from placement.strict_json import Fields, InstanceError, fail, join, read_json, vector, write_json
+from placement import limits
+from placement.strict_json import Fields, InstanceError, fail, join, read_json, string, vector, write_json
 from placement.speed import SpeedTable
 from placement.topology import Link, Machine, Switch, Topology
 
@@ -110,6 +111,9 @@ class Job:
         if job.min_workers > job.max_workers:
             fail(join(path, "min_workers"), f"min_workers {job.min_workers} > max_workers "
                  f"{job.max_workers}", InstanceError)
+        if job.min_ps(job.max_workers) > limits.value(limits.WORKERS):  # a PS count is a count too
+            fail(join(path, "ps_gbps"), f"max_workers {job.max_workers} need "
+                 f"{limits.too_many(limits.WORKERS, job.min_ps(job.max_workers), 'PSs')}", InstanceError)
         if f.has("speed"):
             job = replace(job, speed=SpeedTable.from_dict(value["speed"], join(path, "speed"),
                                                           job.min_workers, job.max_workers))
@@ -212,8 +216,7 @@ class Instance:
                    ("slot_seconds", "horizon", "resources", "topology", "jobs"), ("name",))
         resources = f.array("resources")
         for i, r in enumerate(resources):
-            if not isinstance(r, str) or not r:
-                fail(join("resources", i), f"must be a non-empty string, got {r!r}", InstanceError)
+            string(r, join("resources", i), InstanceError)
         return cls(
             slot_seconds=f.number("slot_seconds", positive=True),
             horizon=f.integer("horizon", minimum=1),

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 __all__ = ["ARRAYS", "AMOUNT", "COUNTS", "DEPTH", "FILE_MB", "HORIZON", "JOBS", "LIMITS",
-           "LimitError", "MACHINES", "NUMBERS", "RESOURCES", "SLOT", "SizeLimit", "Bound",
+           "LimitError", "MACHINES", "NUMBERS", "RATE", "RESOURCES", "SLOT", "SizeLimit", "Bound",
            "WORKERS", "overridden", "value"]
 
 DOC = "docs/limits.md"
@@ -132,6 +132,9 @@ SECONDS = Bound(1e-6, 1e7, "s")
 AMOUNT = Bound(1e-6, 1e9)
 #: slot_seconds: from a millisecond to about 116 days.
 SLOT = Bound(1e-3, 1e7, "s")
+#: A measured speed (a job's "speed" table, MODEL.md 8): the whole job's mini-batches per
+#: second, after ``base``; the linear model's own rates lie inside (1e4 workers / 1e-6 s).
+RATE = Bound(1e-12, 1e10, "mini-batches/s")
 
 #: The bound of each numeric JSON key (instance, job list), wherever it appears.
 NUMBERS: dict[str, Bound] = {

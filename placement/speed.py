@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from placement import limits
 from placement.strict_json import FileFormatError, InstanceError, Fields, fail, join, number
 
 __all__ = ["SpeedTable"]
@@ -90,6 +91,9 @@ class SpeedTable:
                 rate = base * number(x, join(where, k), error, positive=True)
                 if not (math.isfinite(rate) and rate > 0):
                     fail(join(where, k), f"rate {rate} is not positive and finite", error)
+                reason = limits.RATE.check(rate, True)  # docs/limits.md
+                if reason:
+                    fail(join(where, k), f"the rate {reason}", error)
                 out.append(rate)
             return tuple(out)
 

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from placement import limits
-from placement.strict_json import InstanceError, open_csv
+from placement.strict_json import InstanceError, join, open_csv
 from placement.instance import Instance, Job
 from placement.topology import Topology
 
@@ -124,8 +124,8 @@ def write_joblist(jobs: Iterable[Job], path: str | os.PathLike) -> None:
 def _check_header(name: str, header: list[str]) -> None:
     where = f"{name}:line 1"
     for i, column in enumerate(header):
-        if column not in COLUMNS:
-            raise InstanceError(f"{where}:{column}", f"unknown column (expected "
+        if column not in COLUMNS:  # named as a JSON key would be: quoted unless a plain name
+            raise InstanceError(f"{where}:{join('', column)}", f"unknown column (expected "
                                 f"{','.join(COLUMNS)})")
         if column in header[:i]:
             raise InstanceError(f"{where}:{column}", "duplicate column")

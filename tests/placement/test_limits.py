@@ -129,6 +129,15 @@ def test_extreme_but_legal_numbers_never_break_a_command(tmp_path, capsys):
     assert code in (0, 1), err
 
 
+def test_a_job_needing_more_pss_than_the_limit_is_refused(tmp_path, capsys):
+    """worker_gbps 1e6 over ps_gbps 1e-6: 8 workers would need 8e12 PSs (a schedule no file
+    can hold; simulate's lp-rounding ran past 120 s)."""
+    path = edited(tmp_path, EXAMPLES / "racks.json",
+                  lambda d: d["jobs"][0].update(worker_gbps=1e6, ps_gbps=1e-6, ps={}))
+    bad(capsys, f"{path}: jobs[0].ps_gbps:", "need 8000000000000 PSs, more than the limit 10000",
+        "solve", str(path))
+
+
 # ----- sizes with no limit ---------------------------------------------------------------------
 @pytest.mark.parametrize("edit, place, limit", [
     (lambda d: d.update(horizon=10**9), "horizon:", "PLACEMENT_MAX_HORIZON"),
@@ -220,6 +229,8 @@ def test_control_characters_in_ids_are_refused_and_escaped(tmp_path, capsys, val
     assert value not in err   # echoed escaped, never raw
     path = edited(tmp_path, EXAMPLES / "racks.json", lambda d: d["jobs"][0].update(id=value))
     bad(capsys, f"{path}: jobs[0].id:", "must not contain control characters", "show", str(path))
+    path = edited(tmp_path, EXAMPLES / "racks.json", lambda d: d["resources"].__setitem__(1, value))
+    bad(capsys, f"{path}: resources[1]:", "must not contain control characters", "show", str(path))
 
 
 def test_odd_keys_are_quoted_in_paths():

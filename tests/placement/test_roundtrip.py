@@ -23,11 +23,12 @@ def instances(draw):
     jobs = []
     for name in draw(st.lists(ids, min_size=0, max_size=5, unique=True)):
         lo = draw(st.integers(1, 4))
+        worker_gbps = draw(pos)   # PSs per worker (worker_gbps / ps_gbps) at most 1000: docs/limits.md
         jobs.append(Job(
             id=name, arrival=draw(st.integers(0, horizon - 1)), work_batches=draw(pos),
             batch_seconds=draw(pos), worker={"gpu": draw(nonneg), "cpu": draw(nonneg)},
             ps={"cpu": draw(nonneg)}, max_workers=lo + draw(st.integers(0, 4)),
-            worker_gbps=draw(pos), ps_gbps=draw(pos), gradient_mb=draw(nonneg), min_workers=lo,
+            worker_gbps=worker_gbps, ps_gbps=max(draw(pos), worker_gbps / 1000), gradient_mb=draw(nonneg), min_workers=lo,
             weight=draw(pos), restart_seconds=draw(nonneg)))
     return Instance(slot_seconds=draw(pos), horizon=horizon, resources=("gpu", "cpu", "mem"),
                     topology=topo, jobs=tuple(jobs), name=draw(ids))

@@ -121,7 +121,8 @@ def test_linear_jobs_score_as_before():
     ({"local": [1, 2, 3], "spread": {"x": [1, 2, 3]}}, "jobs[0].speed.spread.x", "machine counts"),
     ({"local": [1, 2, 3], "spread": [1, 2, 3], "fast": 1}, "jobs[0].speed.fast", "unknown key"),
     ({"local": "fast", "spread": [1, 2, 3]}, "jobs[0].speed.local", "list"),
-    ({"base": 1e300, "local": [1, 2, 1e300], "spread": [1, 2, 3]}, "jobs[0].speed.local[2]", "finite"),
+    ({"base": 1e300, "local": [1e-300, 1e-300, 1e300], "spread": [1, 2, 3]}, "jobs[0].speed.local[2]", "finite"),
+    ({"local": [1, 2, 1e12], "spread": [1, 2, 3]}, "jobs[0].speed.local[2]", "<= 1e+10"),  # docs/limits.md
 ])
 def test_a_malformed_table_is_a_located_error(speed, where, why):
     with pytest.raises(InstanceError) as err:
