@@ -370,13 +370,15 @@ def markdown(doc: dict[str, Any]) -> str:
         L += [f"![average JCT per policy]({doc['plot']})", ""]
     L += ["## Reading the numbers", "",
           "- Our simulator replays the workload converted by `placement.traces.pollux` (jobs run "
-          "their batch size; speed as MODEL.md's linear rate through two measured points; JCT "
-          "counted in whole 60-s slots from the slot of submission), so its averages differ from "
-          "the peer's; what should agree is the order of the policies.",
+          "their batch size; speed as a table of the traces' rates per worker count, local and "
+          "by machines spanned; JCT counted in whole 60-s slots from the slot of submission), so "
+          "its averages differ from the peer's; what should agree is the order of the policies.",
           "- Clairvoyance: our `greedy`, `lp-rounding`, `optimus`, `drf` and `tetris` see each "
-          "job's remaining work and true speed, as the peer's Optimus+Oracle does; `peer:tiresias` "
-          "and our `fifo` use neither; our `tiresias` reads only the ratio of a job's spread and "
-          "local speed (its skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
+          "job's remaining work and its speed table: the true speed in `fixed` and `tuned` modes, "
+          "as the peer's Optimus+Oracle does, and in `adaptive` mode the speedup the peer's Pollux "
+          "has fitted (times the true one-GPU rate); `peer:tiresias` and our `fifo` use neither; "
+          "our `tiresias` reads only the ratio of a job's spread and local speed (its "
+          "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
           ""]
     return "\n".join(L)
 

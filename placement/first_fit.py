@@ -65,7 +65,9 @@ def first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, .
                 if fits.any():
                     h = int(np.argmax(fits))
                     free[h] -= need
-                    theta = job.batch_time(topology.machines[h].local_gbps)
+                    # per-worker time of W local: MODEL.md 4, or the speed table (MODEL.md 8)
+                    theta = (job.batch_time(topology.machines[h].local_gbps) if job.speed is None
+                             else w / job.speed.rate(w, 1))
                     placed[k] = (h, w, job.min_ps(w), need, theta, t)
                     waiting.remove(k)
                     break

@@ -1,4 +1,7 @@
-"""A measured training speed written in MODEL.md's linear rate.
+"""A measured training speed written in MODEL.md's linear rate: the approximation the
+peer arena used before speed tables (MODEL.md 8), kept as the comparison
+``benchmarks/linear_speed_error.py`` measures (how far it is from the traces). The adapter
+and the converter now write tables (:mod:`placement.integrations.measured_speed`).
 
 MODEL.md section 4 runs W workers at W / theta mini-batches per second, with
 theta = batch_seconds + 2 * gradient_mb * 0.008 / b and b = ``local_gbps`` when the job is
@@ -21,17 +24,11 @@ non-negative ``gradient_mb``: both classes then get theta_L (spreading looks fre
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from placement.instance import MB_TO_GB
+from placement.integrations.measured_speed import packed
 
-__all__ = ["MIN_EFFICIENCY", "LinearSpeed", "linear_speed", "packed", "reference_placements",
-           "useful_count"]
-
-#: The least parallel efficiency (speed over one worker's, per worker) at which an elastic
-#: job is given more workers: 1/2, the lowest the Pollux artifact's workload generator
-#: accepts for a job's GPU count (``Application.get_configurations``, ``lo_util=0.5``).
-MIN_EFFICIENCY = 0.5
+__all__ = ["LinearSpeed", "linear_speed", "reference_placements"]
 
 
 class LinearSpeed(tuple):
@@ -87,11 +84,6 @@ def linear_speed(local_rate: float, local_workers: int, spread_rate: float | Non
     return LinearSpeed(batch_seconds, gradient_mb)
 
 
-def packed(count: int, per_node: int) -> tuple[int, ...]:
-    """``count`` workers on the fewest machines of ``per_node`` GPUs: (4, 4, 1) for 9 on 4."""
-    return tuple([per_node] * (count // per_node) + ([count % per_node] if count % per_node else []))
-
-
 def reference_placements(count: int, per_node: int, *, elastic: bool = False
                          ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """Where :func:`linear_speed`'s two points are measured for a job of up to ``count``
@@ -115,15 +107,3 @@ def reference_placements(count: int, per_node: int, *, elastic: bool = False
         return local, ((count + 1) // 2, count // 2)
     return local, packed(per_node + 1 if elastic else count, per_node)
 
-
-def useful_count(rates: Sequence[float | None], min_efficiency: float = MIN_EFFICIENCY) -> int:
-    """The most workers worth giving an elastic job: the largest count c whose rate is at
-    least ``min_efficiency`` x c x the one-worker rate (``rates[i]`` is the rate of i + 1
-    workers; None or 0 where nothing was measured). Past it each added worker buys too
-    little; a line through the rate there would over-state the speed of larger counts
-    too much for a policy to size jobs by it."""
-    rates = list(rates)
-    if not rates or not rates[0]:
-        raise ValueError("the one-worker rate is needed")
-    one = rates[0]
-    return max(c for c, r in enumerate(rates, start=1) if r and r >= min_efficiency * c * one)

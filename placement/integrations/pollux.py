@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from placement.integrations.pollux_adapter import MODES, PeerError, make_adapter
+from placement.integrations.pollux_adapter import DEFAULT_SOURCE, MODES, SOURCES, PeerError, make_adapter
 from placement.online.registry import POLICIES
 
 __all__ = ["ARENA_OPTIONS", "PEER_PACKAGES", "PEER_POLICIES", "load_simulator", "main",
@@ -130,13 +130,20 @@ def _check_rows(frame: Any, path: Path, apps: Mapping[str, Any], gpus: int) -> N
 
 def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, policy: str, *,
         nodes: int = 16, gpus: int = 4, interval: int = 60, lookahead: int = 8,
-        max_hours: float = 24 * 30, progress: bool = False) -> dict[str, Any]:
+        max_hours: float = 24 * 30, progress: bool = False,
+        speed_source: str | None = None) -> dict[str, Any]:
     """Play ``workload`` in the simulator with ``policy`` (ours by registry name, or
-    ``peer:tiresias|optimus|pollux``) in ``mode``; the run's JCTs and decision times."""
+    ``peer:tiresias|optimus|pollux``) in ``mode``; the run's JCTs and decision times.
+    ``speed_source``: where our policies' speed tables come from (the adapter's
+    ``SOURCES``; None: the mode's ``DEFAULT_SOURCE``)."""
     if mode not in MODES:
         raise PeerError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if policy in PEER_POLICIES and PEER_POLICIES[policy] != mode:
         raise PeerError(f"{policy} runs only in mode {PEER_POLICIES[policy]} (its own jobs' behaviour)")
+    if policy in PEER_POLICIES and speed_source is not None:
+        raise PeerError(f"--speed-source is for our policies; {policy} reads what it reads")
+    if speed_source is not None and speed_source not in SOURCES:
+        raise PeerError(f"unknown speed source {speed_source!r}; choose from {', '.join(SOURCES)}")
     warnings.filterwarnings("ignore", category=FutureWarning)  # the peer's pandas idioms
     sim = load_simulator(simulator)
     frame = read_workload(workload)
@@ -165,8 +172,10 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
             raise PeerError(f"unknown policy {policy!r}; choose from "
                             f"{', '.join([*POLICIES, *PEER_POLICIES])}")
         ours = POLICIES[policy](**ARENA_OPTIONS.get(policy, {}))
+        speed_source = speed_source or DEFAULT_SOURCE[mode]
         agent = make_adapter(sim, ours, mode, slot_seconds=interval, lookahead=lookahead, clock=clock,
-                             sim_jobs=lambda: {j.name: j for j in holder["cluster"].jobs})
+                             sim_jobs=lambda: {j.name: j for j in holder["cluster"].jobs},
+                             source=speed_source)
         times = agent.decision_seconds
     cluster = sim.simulator.Cluster(frame, agent, nodes, num_gpus=gpus)
     holder["cluster"] = cluster
@@ -190,6 +199,7 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
             if j.completion_time is not None}
     unfinished = [j.name for j in cluster.jobs if j.completion_time is None]
     return {"workload": Path(workload).stem, "mode": mode, "policy": policy,
+            "speed_source": speed_source,
             "average_jct": statistics.fmean(jcts.values()) if jcts else None,
             "jcts": jcts, "unfinished": unfinished,
             "makespan": max((j.completion_time for j in cluster.jobs if j.completion_time is not None), default=None),
@@ -226,11 +236,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=int, default=60)
     ap.add_argument("--lookahead", type=int, default=8)
     ap.add_argument("--max-hours", type=float, default=24 * 30)
+    ap.add_argument("--speed-source", choices=list(SOURCES), default=None,
+                    help="where our policies' speed tables come from: the traces (progress rate "
+                         "on each placement) or the JobInfo's speedup_fn; default "
+                         + ", ".join(f"{m}: {s}" for m, s in DEFAULT_SOURCE.items()))
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
     try:
         result = run(args.simulator, args.workload, args.mode, args.policy, interval=args.interval,
-                     lookahead=args.lookahead, max_hours=args.max_hours, progress=args.progress)
+                     lookahead=args.lookahead, max_hours=args.max_hours, progress=args.progress,
+                     speed_source=args.speed_source)
     except PeerError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ is a subclass of the peer's class of the chosen *mode*:
   in our model ``min_workers = max_workers`` = that count (a gang, as Tiresias runs it);
 - ``tuned`` (``OptimusPolicy``): tuned batch size, any GPU count up to the JobInfo's
   ``max_replicas``; ``max_workers`` is the most GPUs (on the fewest machines) the job
-  uses at a parallel efficiency of at least 1/2 (``linear_speed.useful_count``);
+  uses at a parallel efficiency of at least 1/2 (``measured_speed.useful_count``);
 - ``adaptive`` (``PolluxPolicy``): jobs pick their batch size for each allocation
   (goodput); ``max_workers`` as above, under the JobInfo's ``max_replicas`` (Pollux's
   own exploration limit, which grows as the job is profiled).
@@ -24,20 +24,46 @@ Translation, every slot (``PolluxAdapter.optimize``):
 - job: an all-reduce job (docs/model.md, "Jobs without parameter servers") whose work is
   the simulator's progress units (its scale-invariant iterations) to its completion
   epoch, done = the job's progress so far, restart 30 s (the simulator's re-scale time),
-  and a speed written in MODEL.md's linear rate from two measured points
-  (:mod:`placement.integrations.linear_speed`: the job's count on one machine, and spread:
-  a gang on the fewest machines, an elastic job at the first count that must spread). A point's rate is what the simulator would make the job do there:
-  the batch size and accumulation steps the job itself would pick, the traces' step
-  time and the statistical efficiency of its current epoch. The speed is re-measured
-  every slot (``OnlineScheduler.revise``), since the efficiency changes by epoch.
+  and a speed table (MODEL.md 8) in progress units per second, one entry per W =
+  min_workers..max_workers, local and spread over 2, 4, 8 and 16 machines (up to the
+  node count), each entry measured on one placement
+  (:mod:`placement.integrations.measured_speed`: W on one machine, or packed on the
+  row's machines). The table is made again every slot (``OnlineScheduler.revise``),
+  since the statistical efficiency changes by epoch (and in ``adaptive`` mode Pollux's
+  fitted model with every profiled configuration).
 
-What the policies see: the remaining work and the true speed of each job, as the
-simulator's Optimus+Oracle sees them (the peer's Optimus reads the application's traces
-for its step times and remaining iterations); the peer's Tiresias uses neither (it is
-non-clairvoyant) and neither do ours (``tiresias``, ``fifo``). Pollux sees only the
-speedup function it has fitted so far. What is lost in the translation: the speed at
-counts other than the two points (concave in truth, linear here) and the difference
-between spreading over two machines or sixteen (docs/online.md, "Peer arena").
+Where each entry comes from (the *speed source*; ``SOURCES``, default per mode in
+``DEFAULT_SOURCE``, ``--speed-source`` of the runner):
+
+- ``traces`` (``fixed`` and ``tuned``): :func:`progress_rate` on the entry's placement,
+  what the simulator would make the job do there: the batch configuration the job itself
+  picks, the traces' step time, the statistical efficiency of its current epoch. The
+  truth, as the simulator's Optimus+Oracle sees it (it reads the traces' step times at
+  the job's fixed batch size). The Tiresias JobInfo carries no ``speedup_fn`` at all.
+- ``speedup`` (``adaptive``): the JobInfo's ``speedup_fn(num_nodes, num_replicas)``, the
+  speedup Pollux's own policy sees (its goodput model fitted to the job's profile so far,
+  relative to its best one-GPU goodput), times ``base = progress_rate`` of one GPU: entry
+  = base x speedup_fn(machines, W). Where it gives nothing usable the entry falls back to
+  ``traces``: the whole table while the job has no fitted model (the simulator's
+  ``Job.get_speedup_fn`` then returns the prior ``lambda n, r: r``, perfect scaling, not
+  a measurement) or no one-GPU rate, and an entry whose speedup is zero or not finite.
+  In ``tuned`` mode the JobInfo's ``speedup_fn`` is the same fitted model (the
+  simulator's Optimus ignores it), and it assumes the batch size adapts, which a tuned
+  job's does not; hence ``traces`` there unless asked (how far the two sources are
+  apart: ``benchmarks/speedup_table_error.py``, docs/online.md "Peer arena").
+
+An entry whose source has no value (a configuration the traces never measured) is
+``measured_speed.UNMEASURED`` x the table's fastest entry (positive and finite, as
+MODEL.md 8 requires, and too slow for any policy that reads speed to choose it; the
+simulator itself fails there). When even max_workers on the fewest machines has no rate,
+the job keeps its last table (or, new, is an error).
+
+What the policies see: the remaining work and each job's speed table, from the truth in
+``fixed`` and ``tuned`` modes (as the simulator's Optimus+Oracle; the peer's Tiresias
+uses neither, and neither do ours, ``tiresias`` and ``fifo``), from Pollux's own fitted
+speedup in ``adaptive`` mode. What is lost: a layout of W other than the entry's
+(e.g. (3, 2) read as (4, 1)) and machine counts between the rows (docs/online.md, "Peer
+arena").
 
 Every decision passes through :class:`placement.online.scheduler.OnlineScheduler`, which
 enforces MODEL.md, so the simulator only ever receives valid allocations.
@@ -57,20 +83,27 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from placement.instance import Job
-from placement.integrations.linear_speed import (linear_speed, packed, reference_placements,
-                                                 useful_count)
+from placement.integrations.measured_speed import (entry_placements, packed, speed_table,
+                                                   useful_count)
 from placement.online.scheduler import OnlineScheduler
+from placement.speed import SpeedTable
 from placement.topology import Link, Machine, Switch, Topology
 
-__all__ = ["MODES", "PeerError", "PolluxAdapter", "make_adapter", "progress_rate"]
+__all__ = ["DEFAULT_SOURCE", "MODES", "SOURCES", "PeerError", "PolluxAdapter", "make_adapter",
+           "progress_rate", "speedup_table", "traces_table"]
 
 #: mode -> (peer module, peer policy class) whose jobs' behaviour the mode takes.
 MODES = {"fixed": ("tiresias", "TiresiasPolicy"), "tuned": ("optimus", "OptimusPolicy"),
          "adaptive": ("pollux", "PolluxPolicy")}
+#: where a job's speed table comes from (module docstring).
+SOURCES = ("traces", "speedup")
+DEFAULT_SOURCE = {"fixed": "traces", "tuned": "traces", "adaptive": "speedup"}
 
 GPU = "nvidia.com/gpu"
-#: a machine's own bus and a worker's network rate; only their ratio matters (linear_speed).
+#: a machine's own bus and a worker's network rate (the stand-in PS's traffic; never binding).
 LOCAL_GBPS = 1e6
 WORKER_GBPS = 1.0
 #: links of the one switch: never binding (the simulator models no network limit).
@@ -89,10 +122,11 @@ class PolluxAdapter:
     """Mixin that answers the simulator's ``optimize`` with one of our policies (module
     docstring); :func:`make_adapter` puts it in front of the peer class of the mode."""
 
-    def _setup(self, policy: Any, mode: str, slot_seconds: float, lookahead: int,
+    def _setup(self, policy: Any, mode: str, source: str, slot_seconds: float, lookahead: int,
                clock: Callable[[], float], sim_jobs: Callable[[], Mapping[str, Any]]) -> None:
         self.policy = policy
         self.mode = mode
+        self.source = source
         self.slot_seconds = float(slot_seconds)
         self.lookahead = lookahead
         self._clock = clock
@@ -100,6 +134,7 @@ class PolluxAdapter:
         self._scheduler: OnlineScheduler | None = None
         self._nodes: tuple = ()
         self._useful: dict[str, tuple[int, int]] = {}  # job -> (JobInfo max_replicas, count)
+        self._tables: dict[str, tuple[tuple, SpeedTable]] = {}  # job -> (what it read, table)
         self.decision_seconds: list[float] = []
         self.revisions = 0
 
@@ -118,11 +153,12 @@ class PolluxAdapter:
         open_jobs = sched.open_jobs
         for name in set(open_jobs) - set(jobs):
             sched.finish(name)
+            self._tables.pop(name, None)
         while sched.last_slot is not None and sched.last_slot < t - 1:
             sched.step(sched.last_slot + 1)  # the simulator skips slots with no active job
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
-            job = self._job(name, info, truth[name], t, per_node, open_jobs.get(name))
+            job = self._job(name, info, truth[name], t, per_node, len(nodes), open_jobs.get(name))
             if name in open_jobs:
                 sched.revise(job)
                 self.revisions += 1
@@ -152,7 +188,7 @@ class PolluxAdapter:
         return self._scheduler
 
     # ----- one job in our model --------------------------------------------------------------
-    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int,
+    def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int, nodes: int,
              known: Job | None) -> Job:
         """The job in our model now; ``known`` is its last version (None if new)."""
         app = sim_job.application
@@ -162,23 +198,35 @@ class PolluxAdapter:
             count = lo = int(info.max_replicas)
         else:
             count, lo = self._useful_count(name, info, sim_job, per_node), 1
-        local_pl, spread_pl = reference_placements(count, per_node, elastic=self.mode != "fixed")
-        local_rate = progress_rate(sim_job, local_pl)
-        spread_rate = progress_rate(sim_job, spread_pl) if spread_pl else None
-        if not local_rate or (spread_pl and not spread_rate):
+        try:
+            table = self._table(name, info, sim_job, lo, count, per_node, nodes)
+        except ValueError as exc:
             if known is not None:
                 return known  # no speed at this epoch: keep the last one measured
             raise PeerError(f"job {name}: the {app.name} traces give no speed at batch size "
-                            f"{target} on {local_pl} or {spread_pl}")
-        speed = linear_speed(local_rate, sum(local_pl), spread_rate,
-                             sum(spread_pl) if spread_pl else None,
-                             local_gbps=LOCAL_GBPS, worker_gbps=WORKER_GBPS)
+                            f"{target}: {exc}") from None
         arrival = known.arrival if known is not None else t  # the slot it is first seen in
         return Job(id=name, arrival=arrival, work_batches=work,
-                   batch_seconds=speed.batch_seconds, gradient_mb=speed.gradient_mb,
+                   batch_seconds=1 / table.best_per_worker(local=True),
                    worker={"gpu": 1.0}, ps={}, min_workers=lo, max_workers=count,
                    worker_gbps=WORKER_GBPS, ps_gbps=WORKER_GBPS * count,
-                   restart_seconds=RESTART_SECONDS)
+                   restart_seconds=RESTART_SECONDS, speed=table)
+
+    def _table(self, name: str, info: Any, sim_job: Any, lo: int, hi: int, per_node: int,
+               nodes: int) -> SpeedTable:
+        """The job's speed table from the adapter's source (module docstring)."""
+        if self.source == "speedup":
+            table = speedup_table(info.speedup_fn, sim_job, lo, hi, per_node, nodes)
+            if table is not None:
+                return table
+        # progress_rate reads the epoch, and the job's own batch size, or without one
+        # Pollux's fitted model (perf_params and grad_params) that picks it
+        fitted = (sim_job.perf_params, sim_job.grad_params) if sim_job.target_batch_size is None else None
+        key = (sim_job.epoch, lo, hi, nodes, fitted)
+        cached = self._tables.get(name)
+        if cached is None or cached[0] != key:
+            cached = self._tables[name] = (key, traces_table(sim_job, lo, hi, per_node, nodes))
+        return cached[1]
 
     def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
         """``useful_count`` of the job's rates on the fewest machines, under the JobInfo's
@@ -213,18 +261,52 @@ def progress_rate(sim_job: Any, placement: tuple[int, ...]) -> float | None:
     return rate if math.isfinite(rate) and rate > 0 else None
 
 
+def traces_table(sim_job: Any, lo: int, hi: int, per_node: int, nodes: int) -> SpeedTable:
+    """The job's table for W = lo..hi from :func:`progress_rate` on each entry's placement
+    (the ``traces`` source). ValueError when max_workers on the fewest machines has no rate."""
+    return speed_table(lambda p: progress_rate(sim_job, p), lo, hi, per_node, nodes)
+
+
+def speedup_table(speedup_fn: Any, sim_job: Any, lo: int, hi: int, per_node: int,
+                  nodes: int) -> SpeedTable | None:
+    """The job's table from the JobInfo's ``speedup_fn`` (the ``speedup`` source): entry =
+    base x speedup_fn(machines, W), base = :func:`progress_rate` of one GPU, an unusable
+    speedup replaced by :func:`progress_rate` on the entry's placement. None when there is
+    no fitted model (no ``speedup_fn``, or the simulator's unfitted prior: ``perf_params``
+    None) or no one-GPU rate. ValueError as :func:`traces_table`."""
+    if speedup_fn is None or sim_job.perf_params is None:
+        return None
+    base = progress_rate(sim_job, (1,))
+    if not base:
+        return None
+    where = sorted(set(entry_placements(lo, hi, per_node, nodes).values()))
+    speedup = np.asarray(speedup_fn(np.array([len(p) for p in where]),
+                                    np.array([sum(p) for p in where])), dtype=float).reshape(-1)
+    rates = {p: base * float(s) for p, s in zip(where, speedup)}
+
+    def rate(p: tuple[int, ...]) -> float | None:
+        r = rates[p]
+        return r if math.isfinite(r) and r > 0 else progress_rate(sim_job, p)
+    return speed_table(rate, lo, hi, per_node, nodes)
+
+
 def make_adapter(sim: types.SimpleNamespace, policy: Any, mode: str, *, slot_seconds: float = 60,
                  lookahead: int = 8, clock: Callable[[], float],
-                 sim_jobs: Callable[[], Mapping[str, Any]]) -> PolluxAdapter:
+                 sim_jobs: Callable[[], Mapping[str, Any]], source: str | None = None
+                 ) -> PolluxAdapter:
     """``policy`` (one of ours) dressed as the peer's policy class of ``mode``.
 
     ``clock`` gives the simulator's current time (s); ``sim_jobs`` its jobs by name (the
-    cluster's truth: progress, application, batch size), as a cluster manager reports it."""
+    cluster's truth: progress, application, batch size), as a cluster manager reports it;
+    ``source`` where the speed tables come from (``SOURCES``; None: ``DEFAULT_SOURCE``)."""
     if mode not in MODES:
         raise PeerError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    source = DEFAULT_SOURCE[mode] if source is None else source
+    if source not in SOURCES:
+        raise PeerError(f"unknown speed source {source!r}; choose from {', '.join(SOURCES)}")
     module, cls_name = MODES[mode]
     base = getattr(getattr(sim, module), cls_name)
     cls = type(f"Placement{cls_name}", (PolluxAdapter, base), {})
     adapter = cls.__new__(cls)
-    adapter._setup(policy, mode, slot_seconds, lookahead, clock, sim_jobs)
+    adapter._setup(policy, mode, source, slot_seconds, lookahead, clock, sim_jobs)
     return adapter

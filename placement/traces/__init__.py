@@ -20,6 +20,7 @@ import numpy as np
 from placement.clusters import RESOURCES
 from placement.first_fit import demand_vector, first_fit
 from placement.instance import TOL, Instance, Job
+from placement.speed import SpeedTable
 from placement.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
 from placement.traces.philly import read_philly
@@ -37,10 +38,11 @@ def instance_from_jobs(jobs: Iterable[Job], topology: Topology, *, slot_seconds:
     """An instance of ``jobs`` on ``topology`` (resources ``gpu``, ``cpu``, ``mem``).
 
     ``slot_seconds`` must be the one the jobs' arrivals were counted in. With
-    ``cap_workers`` a job's ``max_workers`` is lowered (never below ``min_workers``) to
-    what the cluster holds: the sum over machines of the most workers that fit on the
-    machine together with their PSs (the rule of :mod:`placement.generate`); more could
-    never run, and U also sets the charge of an unfinished job. The count is logged.
+    ``cap_workers`` a job's ``max_workers`` (and its speed table's rows) is lowered (never
+    below ``min_workers``) to what the cluster holds: the sum over machines of the most
+    workers that fit on the machine together with their PSs (the rule of
+    :mod:`placement.generate`); more could never run, and U also sets the charge of an
+    unfinished job. The count is logged.
 
     The default horizon is generous and provably enough: one slot past the completion
     of the last job in :func:`placement.first_fit.first_fit_schedule`'s schedule (first
@@ -85,7 +87,12 @@ def _cap_workers(jobs: list[Job], topology: Topology) -> list[Job]:
         room = max(j.min_workers, int(most.sum()))
         if room < j.max_workers:
             capped += 1
-            j = dataclasses.replace(j, max_workers=room)
+            speed = j.speed
+            if speed is not None:  # the table's rows cut to the new max_workers (MODEL.md 8)
+                k = room - speed.min_workers + 1
+                speed = SpeedTable(speed.min_workers, speed.local[:k],
+                                   tuple((m, rates[:k]) for m, rates in speed.spread))
+            j = dataclasses.replace(j, max_workers=room, speed=speed)
         out.append(j)
     if capped:
         logger.info("lowered max_workers of %d of %d jobs to what the cluster holds",

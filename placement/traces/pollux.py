@@ -17,16 +17,18 @@ Conversion of a workload row (:func:`pollux_job`)
       ``num_replicas``.
     - ``tuned`` (its Optimus mode): min_workers 1, max_workers = the useful count K, the
       largest count in 1..min(B // min_local_bsz, 64) whose rate on the fewest machines
-      (:func:`~placement.integrations.linear_speed.packed`) is at least half of count x
-      the one-GPU rate (:func:`~placement.integrations.linear_speed.useful_count`; ncf: 1,
-      as the simulator's Optimus caps it). ``num_replicas`` is read but not used.
-    - Speed: :func:`~placement.integrations.linear_speed.linear_speed` from the rates at
-      the two :func:`~placement.integrations.linear_speed.reference_placements` of
-      count = ``num_replicas`` (fixed, a gang) or K (tuned, elastic: the spread point is
-      the first count that must spread), each at batch size B, with
-      :data:`WORKER_GBPS` and :data:`LOCAL_GBPS` (only their ratio matters; 1e6 is never
-      binding). Exact at both reference placements, linear in W through the origin
-      elsewhere, and blind to the number of machines a spread job spans.
+      (:func:`~placement.integrations.measured_speed.packed`) is at least half of count x
+      the one-GPU rate (:func:`~placement.integrations.measured_speed.useful_count`; ncf:
+      1, as the simulator's Optimus caps it). ``num_replicas`` is read but not used.
+    - Speed: a speed table (MODEL.md 8) of the traces' iterations per second at batch size
+      B, one entry per W = min_workers..max_workers, local and spread over 2, 4, 8 and 16
+      machines (:func:`~placement.integrations.measured_speed.speed_table`: each entry is
+      the traces' rate on one placement, W on one machine or packed on the rows' machine
+      count; an entry the traces have no value for gets 1e-6 of the table's fastest
+      rate). Exact at every entry's placement; a job spanning machines between two rows
+      (3, 5-7, 9-15) reads the row below. ``batch_seconds`` is the table's best
+      local time per mini-batch and worker, ``gradient_mb`` 0 (every rule reads the
+      table); ``worker_gbps`` :data:`WORKER_GBPS`.
     - work_batches = the work above at B; worker demand ``{"gpu": 1}``, nothing else;
       ``restart_seconds`` 30 (the simulator's re-scale time, paid on every allocation
       change including the first); weight 1; arrival = floor(time / slot_seconds).
@@ -42,11 +44,10 @@ Cluster (:func:`pollux_cluster`)
     the simulator models no network limit, so no link ever binds.
 
 What is lost (details and measurements: docs/model.md)
-    Speeds are exact at the two reference placements only: other counts lie on a line
-    through the origin (the measured rate is concave, so fewer workers are under-stated),
-    and a spread job is priced the same on 2 or 16 machines. A job completes after its
-    iterations, not after the simulator's efficiency-weighted progress (a few percent of
-    its run time either way). The batch size stays the row's (no Pollux adaptivity).
+    Speeds are exact at every table entry's placement; another layout of the same count
+    and machines reads the entry's, a machine count between the rows the row below. A job
+    completes after its iterations, not after the simulator's efficiency-weighted
+    progress (a few percent of its run time either way). The batch size stays the row's (no Pollux adaptivity).
     Arrivals round down to a slot, completions up; interference is not modelled.
 
 Errors
@@ -64,7 +65,7 @@ from pathlib import Path
 
 from placement.clusters import star
 from placement.instance import Job
-from placement.integrations.linear_speed import linear_speed, reference_placements
+from placement.integrations.measured_speed import packed, speed_table
 from placement.strict_json import InstanceError
 from placement.topology import Topology
 from placement.traces.pollux_application import (APPLICATIONS, GPUS_PER_NODE, MAX_REPLICAS,
@@ -76,9 +77,9 @@ __all__ = ["LINK_GBPS", "LOCAL_GBPS", "MODES", "RESTART_SECONDS", "SLOT_SECONDS"
 
 #: Conversion modes: the simulator's Tiresias (fixed GPUs) and Optimus (tuned GPUs) jobs.
 MODES = ("fixed", "tuned")
-#: Gbps each worker is given; with LOCAL_GBPS it only sets the spread / local speed ratio.
+#: Gbps each worker is given (the stand-in PS's traffic; the speed is the table's).
 WORKER_GBPS = 1.0
-#: ``local_gbps`` of the machines and of :func:`linear_speed` (never binding).
+#: ``local_gbps`` of the machines (never binding).
 LOCAL_GBPS = 1e6
 #: Capacity of every link of :func:`pollux_cluster` (the simulator has no network limit).
 LINK_GBPS = 1e6
@@ -102,16 +103,21 @@ def pollux_job(name: str, time: float, app: PolluxApplication, num_replicas: int
     else:
         count, lo = app.useful_count(batch_size, gpus_per_node), 1
     work = app.total_iterations(batch_size)
-    local, spread = reference_placements(count, gpus_per_node, elastic=mode == "tuned")
-    speed = linear_speed(app.rate(local, batch_size), sum(local),
-                         None if spread is None else app.rate(spread, batch_size),
-                         None if spread is None else sum(spread),
-                         local_gbps=LOCAL_GBPS, worker_gbps=WORKER_GBPS)
+    app.rate(packed(count, gpus_per_node), batch_size)  # ValueError naming what is unmeasured
+
+    def rate(placement: tuple[int, ...]) -> float | None:
+        try:
+            return app.rate(placement, batch_size)
+        except ValueError:
+            return None
+
+    table = speed_table(rate, lo, count, gpus_per_node)
     return Job.from_dict({
         "id": name, "arrival": int(math.floor(time / slot_seconds)), "work_batches": work,
-        "batch_seconds": speed.batch_seconds, "gradient_mb": speed.gradient_mb,
+        "batch_seconds": 1 / table.best_per_worker(local=True), "gradient_mb": 0,
         "worker": {"gpu": 1}, "ps": {}, "min_workers": lo, "max_workers": count,
         "worker_gbps": WORKER_GBPS, "ps_gbps": count * WORKER_GBPS, "weight": 1,
+        "speed": table.to_dict(),
         "restart_seconds": RESTART_SECONDS}, name)
 
 

@@ -66,7 +66,7 @@ from pathlib import Path
 import numpy as np
 from scipy.interpolate import LinearNDInterpolator
 
-from placement.integrations.linear_speed import packed, useful_count
+from placement.integrations.measured_speed import packed, useful_count
 from placement.strict_json import InstanceError, open_csv
 
 __all__ = ["APPLICATIONS", "GPUS_PER_NODE", "MAX_NODES", "MAX_REPLICAS", "AppSettings",
@@ -329,7 +329,7 @@ class PolluxApplication:
 
     def useful_count(self, batch_size: int, gpus_per_node: int = GPUS_PER_NODE,
                      max_replicas: int = MAX_REPLICAS) -> int:
-        """:func:`~placement.integrations.linear_speed.useful_count` of the packed rates of
+        """:func:`~placement.integrations.measured_speed.useful_count` of the packed rates of
         1..min(batch_size // min_local_bsz, max_replicas, the application's Optimus cap)."""
         top = min(batch_size // self.min_local_bsz, max_replicas)
         if self.settings.optimus_max_replicas is not None:

@@ -1,17 +1,23 @@
-"""The peer arena: the linear-speed rule, the scheduler's revise, the adapter inside the
-Pollux simulator, and the benchmark's handling of bad input."""
+"""The peer arena: the linear-speed rule (the old approximation), the adapter's speed
+tables, the scheduler's revise, the adapter inside the Pollux simulator, and the
+benchmark's handling of bad input."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from placement.instance import Job
-from placement.integrations.linear_speed import linear_speed, packed, reference_placements
+from placement.integrations.linear_speed import linear_speed, reference_placements
+from placement.integrations.measured_speed import UNMEASURED, entry_placements, packed
+from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate,
+                                                   speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
 from placement.online.scheduler import OnlineScheduler
 
@@ -69,6 +75,83 @@ def test_reference_placements_for_gangs_and_elastic_jobs():
     assert reference_placements(3, 4, elastic=True) == ((3,), (2, 1))
     assert reference_placements(12, 4) == ((4,), (4, 4, 4))          # the gang itself
     assert reference_placements(12, 4, elastic=True) == ((4,), (4, 1))  # the first spread
+
+
+# ----- the adapter's speed tables (a stand-in for the simulator's job) --------------------------
+class _App:
+    """Step time 1 / (W x 0.9^(machines - 1)) s, no accumulation, statistical gain 1: the
+    simulator's progress rate on a placement is W x 0.9^(machines - 1)."""
+    name, init_batch_size, max_epochs = "toy", 8, 3
+
+    def get_throughput(self, placement, atomic_bsz):
+        if placement == (1, 1, 1):
+            return float("nan"), 0.0                   # unmeasured: the simulator asserts
+        return 1 / (sum(placement) * 0.9 ** (len(placement) - 1)), 0.0
+
+    def get_grad_stats(self, batch, epoch):
+        return 1.0, 0.0                                # grad_var 0: gain 1 at any batch
+
+
+class _SimJob:
+    application = _App()
+    target_batch_size, epoch, grad_params = 8, 0, None
+
+    def __init__(self, fitted: bool):
+        self.perf_params = (1.0,) if fitted else None
+
+    def update_local_bsz(self, placement):
+        self.atomic_bsz, self.accum_steps = 8 // sum(placement), 0
+
+
+def test_progress_rate_and_the_traces_table():
+    job = _SimJob(fitted=False)
+    assert progress_rate(job, (4, 1)) == pytest.approx(5 * 0.9)
+    assert progress_rate(job, (1, 1, 1)) is None       # NaN step time: nothing measured
+    table = traces_table(job, 1, 6, 4, 16)
+    assert table.min_workers == 1 and [m for m, _ in table.spread] == [2, 4]
+    for (m, w), p in entry_placements(1, 6, 4, 16).items():
+        entry = table.rate(w, m)
+        want = UNMEASURED * 5.4 if p == (1, 1, 1) else w * 0.9 ** (len(p) - 1)
+        assert entry == pytest.approx(want), (m, w, p)
+    assert table.rate(6, 1) == table.rate(6, 2) == pytest.approx(6 * 0.9)   # (4, 2): never local
+    assert table.rate(3, 4) == pytest.approx(UNMEASURED * 5.4)  # (1, 1, 1); fastest: 6 on (4, 2)
+
+
+def test_speedup_table_reads_speedup_fn_times_the_one_gpu_rate():
+    calls = []
+
+    def speedup_fn(nodes, replicas):                   # vectorised, as the simulator's
+        calls.append(len(nodes))
+        return np.where(replicas == 5, 0.0, replicas * 0.5 ** (nodes - 1))
+
+    job = _SimJob(fitted=True)
+    table = speedup_table(speedup_fn, job, 1, 6, 4, 16)
+    assert len(calls) == 1                             # one call for every placement
+    assert table.rate(3, 1) == 3.0 and table.rate(4, 2) == pytest.approx(4 * 0.5)  # (3, 1)
+    assert table.rate(6, 4) == pytest.approx(6 * 0.5 ** 3)                         # (3, 1, 1, 1)
+    assert table.rate(5, 2) == pytest.approx(5 * 0.9)  # speedup 0: progress_rate on (4, 1)
+    # no fitted model (the simulator's prior lambda n, r: r) or no speedup_fn: None
+    assert speedup_table(lambda n, r: r, _SimJob(fitted=False), 1, 6, 4, 16) is None
+    assert speedup_table(None, job, 1, 6, 4, 16) is None
+
+
+def test_the_adapter_picks_its_source_and_keeps_a_traces_table_per_epoch():
+    sim = types.SimpleNamespace(optimus=types.SimpleNamespace(OptimusPolicy=object),
+                                pollux=types.SimpleNamespace(PolluxPolicy=object))
+    kw = dict(clock=lambda: 0.0, sim_jobs=dict)
+    assert make_adapter(sim, GreedyPolicy(), "tuned", **kw).source == "traces"
+    assert make_adapter(sim, GreedyPolicy(), "adaptive", **kw).source == "speedup"
+    with pytest.raises(PeerError, match="unknown speed source 'oracle'"):
+        make_adapter(sim, GreedyPolicy(), "tuned", source="oracle", **kw)
+    adapter = make_adapter(sim, GreedyPolicy(), "tuned", source="speedup", **kw)
+    info = types.SimpleNamespace(speedup_fn=lambda n, r: np.asarray(r, dtype=float))
+    unfitted = _SimJob(fitted=False)
+    first = adapter._table("j", info, unfitted, 1, 6, 4, 16)     # no fitted model: the traces
+    assert adapter._table("j", info, unfitted, 1, 6, 4, 16) is first
+    unfitted.epoch = 1
+    assert adapter._table("j", info, unfitted, 1, 6, 4, 16) is not first
+    fitted = adapter._table("j", info, _SimJob(fitted=True), 1, 6, 4, 16)
+    assert fitted.rate(5, 2) == pytest.approx(5.0)     # base 1 x speedup 5, not 5 x 0.9
 
 
 # ----- OnlineScheduler.revise -----------------------------------------------------------------
@@ -151,6 +234,45 @@ def test_adapter_runs_a_few_jobs_in_the_peer_simulator(tmp_path, mode, policy):
             assert seen == [requested[job]], (job, seen)
         else:
             assert max(seen) <= 64
+
+
+#: bert (short: two epochs, small traces) and ncf: a fast workload for the speed sources
+TABLES = """name,time,application,num_replicas,batch_size
+bert-0,0,bert,4,96
+ncf-1,60,ncf,1,32768
+bert-2,300,bert,2,48
+"""
+
+
+@pytest.mark.parametrize("mode, policy, source", [("adaptive", "greedy", None),
+                                                  ("tuned", "lp-rounding", "speedup")])
+def test_adapter_plays_speed_tables_from_speedup_fn(tmp_path, mode, policy, source):
+    """Pollux's fitted speedup as the tables (adaptive's default; tuned when asked): the
+    run completes with valid allocations (the scheduler dropped none)."""
+    py = _needs_peer()
+    workload = tmp_path / "tables.csv"
+    workload.write_text(TABLES)
+    out = tmp_path / "run.json"
+    p = subprocess.run([str(py), "-m", "placement.integrations.pollux", "--simulator", str(SIMULATOR),
+                        "--workload", str(workload), "--mode", mode, "--policy", policy, "--out", str(out),
+                        *(("--speed-source", source) if source else ())],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads(out.read_text())
+    assert run["speed_source"] == "speedup" and run["mode"] == mode
+    assert sorted(run["jcts"]) == ["bert-0", "bert-2", "ncf-1"] and not run["unfinished"]
+    assert run["drops"] == 0 and run["decisions"] > 0
+    assert run["replica_counts"]["ncf-1"] == [1]                 # the simulator's cap for ncf
+    assert all(1 <= c <= 64 for seen in run["replica_counts"].values() for c in seen)
+
+
+def test_speed_source_is_for_our_policies_only(tmp_path):
+    from placement.integrations.pollux import run
+    with pytest.raises(PeerError, match="--speed-source is for our policies"):
+        run(SIMULATOR, tmp_path / "w.csv", "tuned", "peer:optimus", speed_source="speedup")
+    with pytest.raises(PeerError, match="unknown speed source 'oracle'"):
+        run(SIMULATOR, tmp_path / "w.csv", "tuned", "greedy", speed_source="oracle")
 
 
 @pytest.mark.parametrize("row, match", [

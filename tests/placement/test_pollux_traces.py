@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from placement.strict_json import InstanceError
-from placement.instance import MB_TO_GB
-from placement.integrations.linear_speed import packed, useful_count
+from placement.integrations.measured_speed import (UNMEASURED, entry_placements, packed,
+                                                   speed_table, spread_keys, useful_count)
 from placement.simulate import simulate
 from placement.online.registry import make_policy
 from placement.traces import instance_from_jobs, pollux_cluster, read_pollux_workload
-from placement.traces.pollux import LOCAL_GBPS, RESTART_SECONDS, WORKER_GBPS
+from placement.traces.pollux import LOCAL_GBPS, RESTART_SECONDS
 from placement.traces.pollux_application import AppSettings, PolluxApplication
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pollux"
@@ -39,12 +39,6 @@ ROWS = {
     (2, 4): {8: (2.3712867945432663, 1.7320438232421873),
              11: (2.3917264491319656, 1.5968457107543945)},
 }
-
-
-def _speed(theta_l: float, theta_s: float) -> tuple[float, float]:
-    """batch_seconds, gradient_mb giving per-worker times theta_l (local) and theta_s."""
-    g = (theta_s - theta_l) / (2 * MB_TO_GB / WORKER_GBPS - 2 * MB_TO_GB / LOCAL_GBPS)
-    return theta_l - g * 2 * MB_TO_GB / LOCAL_GBPS, g
 
 
 @pytest.fixture(scope="module")
@@ -124,37 +118,87 @@ def test_useful_count_rule(bert):
 
 
 # ----- conversion ------------------------------------------------------------------------
-def test_fixed_row_by_hand():
+def test_fixed_row_by_hand(bert):
     jobs = read_pollux_workload(WORKLOAD, TRACES, "fixed")
     assert [j.id for j in jobs] == ["bert-0", "bert-1", "bert-2"]
     j = jobs[0]                                   # bert-0,53,bert,6,384
     assert (j.arrival, j.min_workers, j.max_workers, j.work_batches) == (0, 6, 6, 480)
     assert (j.worker, j.ps, j.weight, j.restart_seconds) == ({"gpu": 1}, {}, 1, RESTART_SECONDS)
-    # local point (4,) at B 384: local 96, accum 7, atomic 12
-    step, sync = ROWS[(4,)][12]
-    theta_l = 4 * (step + 7 * (step - sync))
-    # spread point (4, 2): see test_iteration_time_with_accumulation_and_the_max_batch_cap
+    # 6 GPUs on the fewest machines, (4, 2): see test_iteration_time_with_accumulation_...
     (s8, y8), (s11, y11) = ROWS[(2, 4)][8], ROWS[(2, 4)][11]
     step, sync = s8 + (s11 - s8) * 2 / 3, y8 + (y11 - y8) * 2 / 3
-    theta_s = 6 * (step + 5 * (step - sync))
-    assert (j.batch_seconds, j.gradient_mb) == pytest.approx(_speed(theta_l, theta_s), rel=1e-9)
-    assert j.batch_time(LOCAL_GBPS) == pytest.approx(theta_l, rel=1e-12)
-    assert j.batch_time(WORKER_GBPS) == pytest.approx(theta_s, rel=1e-12)
-    one = jobs[1]                                 # bert-1,154,bert,1,12: never spreads
+    packed_rate = 1 / (step + 5 * (step - sync))
+    # rows: local (6 never fits one machine: its fewest machines), 2 machines, 4 machines
+    assert j.speed.min_workers == 6 and [m for m, _ in j.speed.spread] == [2, 4]
+    assert j.speed.local == pytest.approx((packed_rate,), rel=1e-12)
+    assert j.speed.rate(6, 2) == j.speed.rate(6, 3) == pytest.approx(packed_rate, rel=1e-12)
+    assert j.speed.rate(6, 4) == j.speed.rate(6, 6) == bert.rate((3, 1, 1, 1), 384)
+    assert j.gradient_mb == 0 and j.batch_seconds == pytest.approx(6 / packed_rate, rel=1e-12)
+    one = jobs[1]                                 # bert-1,154,bert,1,12: one GPU
     assert (one.arrival, one.work_batches, one.max_workers) == (2, 14774, 1)
-    assert one.batch_seconds == pytest.approx(ROWS[(1,)][12][0], rel=1e-12)
-    assert one.gradient_mb == 0.0
+    assert one.speed.local == one.speed.spread[0][1] == pytest.approx((1 / ROWS[(1,)][12][0],), rel=1e-12)
     assert jobs[2].arrival == 61                  # floor(3700 / 60)
     assert read_pollux_workload(WORKLOAD, TRACES, "fixed", slot_seconds=300)[2].arrival == 12
 
 
-def test_tuned_row_by_hand():
+def test_tuned_row_by_hand(bert):
     j = read_pollux_workload(WORKLOAD, TRACES, "tuned")[1]   # bert-1, B 12: useful count 3
     assert (j.min_workers, j.max_workers, j.work_batches) == (1, 3, 14774)
-    theta_l = 3 * ROWS[(3,)][4][0]                # (3,) at local 4, no accumulation
-    theta_s = 3 * ROWS[(1, 2)][4][0]              # (2, 1) = rotation "12" at local 4
-    assert (j.batch_seconds, j.gradient_mb) == pytest.approx(_speed(theta_l, theta_s), rel=1e-9)
-    assert j.ps_gbps == 3 * WORKER_GBPS
+    # local: (1,) at local_bsz 12, (2,) at 6, (3,) at 4, no accumulation
+    assert j.speed.local == pytest.approx([1 / ROWS[(1,)][12][0], 1 / ROWS[(2,)][6][0],
+                                           1 / ROWS[(3,)][4][0]], rel=1e-12)
+    # spread (one row: 3 workers reach 2 machines only): (1,), (1, 1), (2, 1) = rotation "12"
+    [(two, spread)] = j.speed.spread
+    assert two == 2
+    assert spread == pytest.approx([1 / ROWS[(1,)][12][0], bert.rate((1, 1), 12),
+                                    1 / ROWS[(1, 2)][4][0]], rel=1e-12)
+    assert j.ps_gbps == 3 * j.worker_gbps
+
+
+@pytest.mark.parametrize("mode", ["fixed", "tuned"])
+def test_tables_cover_every_count_and_equal_the_traces(bert, mode):
+    """Every entry is positive, finite and the reader's rate on its placement (or, where the
+    traces have nothing, UNMEASURED of the table's fastest rate)."""
+    for j in read_pollux_workload(WORKLOAD, TRACES, mode):
+        table, batch = j.speed, {"bert-0": 384, "bert-1": 12, "bert-2": 96}[j.id]
+        assert (table.min_workers, table.max_workers) == (j.min_workers, j.max_workers)
+        assert table.spread[0][0] == 2
+        rows = {1: table.local, **dict(table.spread)}
+        fastest = max(max(r) for r in rows.values())
+        for (m, w), p in entry_placements(j.min_workers, j.max_workers, 4).items():
+            entry = rows[m][w - j.min_workers]
+            assert math.isfinite(entry) and entry > 0
+            try:
+                assert entry == bert.rate(p, batch), (j.id, m, w, p)
+            except ValueError:
+                assert entry == UNMEASURED * fastest
+        # the job's own count on the fewest machines (its local entry when it fits one)
+        assert table.rate(j.max_workers, 1) == bert.rate(packed(j.max_workers, 4), batch)
+    if mode == "tuned":                           # 23 workers: rows of 2, 4, 8, 16 machines
+        big = read_pollux_workload(WORKLOAD, TRACES, mode)[0]
+        assert [m for m, _ in big.speed.spread] == [2, 4, 8, 16]
+        assert big.speed.rate(23, 16) == bert.rate(packed(23, 4, 16), 384)
+        assert big.speed.rate(9, 12) == bert.rate(packed(9, 4, 8), 384)   # row 8: 8 machines
+
+
+def test_speed_table_rules():
+    assert packed(9, 4) == (4, 4, 1) and packed(5, 4, 2) == (4, 1) and packed(4, 4, 3) == (2, 1, 1)
+    for count, machines in ((5, 1), (3, 4)):
+        with pytest.raises(ValueError, match="fit on"):
+            packed(count, 4, machines)
+    assert spread_keys(1) == (2,) and spread_keys(26) == (2, 4, 8, 16)
+    assert spread_keys(26, nodes=6) == (2, 4)
+    # (1, 1) unmeasured: a hole gets UNMEASURED x the fastest entry
+    rates = {(1,): 1.0, (2,): 1.8, (3,): 2.4, (1, 1): None, (2, 1): 2.0}
+    table = speed_table(rates.get, 1, 3, 4)
+    assert table.local == (1.0, 1.8, 2.4)
+    assert table.spread == ((2, (1.0, UNMEASURED * 2.4, 2.0)),)
+    for hole in (None, 0.0, float("nan")):          # max_workers on the fewest machines
+        with pytest.raises(ValueError, match=r"no measured rate for 3 workers on \(3,\)"):
+            speed_table({**rates, (3,): hole}.get, 1, 3, 4)
+    # a W that no machine holds is read on the fewest machines, in both classes
+    gang = speed_table({(4, 1): 3.0, (2, 1, 1, 1): 2.0}.get, 5, 5, 4)
+    assert gang.local == (3.0,) and gang.spread == ((2, (3.0,)), (4, (2.0,)))
 
 
 @pytest.mark.parametrize("mode", ["fixed", "tuned"])
