@@ -431,6 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, limits.LimitError) as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MemoryError:  # inside the size limits, yet too large for this machine
+        print("placement: error: out of memory: the input is too large for this machine "
+              "(lower the size limits of docs/limits.md, or use a smaller input)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except BrokenPipeError:
         return EXIT_OK
     except KeyboardInterrupt as exc:

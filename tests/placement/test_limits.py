@@ -278,3 +278,13 @@ def test_docs_list_every_bound_and_limit():
         assert f"`{key}`" in text or key in ("gbps",), key
     for lim in limits.LIMITS:
         assert lim.env in text and lim.flag in text and f"{lim.default:,}" in text, lim.env
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(capsys, monkeypatch):
+    """Inside the limits an input may still not fit this machine's memory (the limits are
+    per dimension): the command says so in one line."""
+    def no_memory(*args, **kwargs):
+        raise MemoryError()
+    monkeypatch.setattr(Instance, "load", no_memory)
+    code, err = cli(capsys, "show", str(EXAMPLES / "racks.json"))
+    assert code == 2 and err.startswith("placement: error: out of memory") and "\n" not in err
