@@ -7,7 +7,9 @@ Per slot t, one straight path:
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
    window model may use (current domain, roomiest machines and subtrees).
 3. *Window chain* per partition (:class:`placement.chain.Chain`, run in a thread pool):
-   the aggregated model (:mod:`placement.formulation.aggregated`) over slots
+   the configuration model (:mod:`placement.formulation.configuration`: per job-slot one
+   choice of worker count and domain, each at its own rate, so the LP sizes the jobs;
+   ``model="aggregated"`` is the older one-count-per-domain model) over slots
    t..t+window-1 with each job's remaining work as reported by the cluster, restricted to
    those domains, the work left after the window also paying the queueing charge
    (:mod:`placement.online.queue_charge`); its LP; the most likely rounding (the
@@ -72,7 +74,7 @@ class LPRoundingPolicy:
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
-                 select_limit: int = 500, queue_charge: bool = True, model: str = "aggregated"):
+                 select_limit: int = 500, queue_charge: bool = True, model: str = "configuration"):
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         if model not in WINDOW_MODELS:
@@ -161,7 +163,7 @@ class LPRoundingPolicy:
     def _window_chain(self, view: View, jobs: list[str], machines: np.ndarray, domains: dict[str, set[str]],
                       later: dict[str, set[str]], end: int) -> Chain:
         """The chain of one partition's window (module docstring, steps 3 and 4): the
-        aggregated model restricted to the candidate domains, its LP, the most likely
+        window model restricted to the candidate domains, its LP, the most likely
         rounding; inverted, it gives the partition's intent."""
         inst = view.instance
         remaining = {j: view.jobs[j].remaining for j in jobs}
@@ -178,11 +180,12 @@ class LPRoundingPolicy:
         return Chain([window, SolveLP(self.time_limit), Round()])
 
 
-class LPConfigurationPolicy(LPRoundingPolicy):
-    """The same policy on the configuration model (``model="configuration"``): the LP picks
-    each job's worker count and domain, and the slot rules follow its sizes."""
+class LPAggregatedPolicy(LPRoundingPolicy):
+    """The ablation of the window model: the same policy on the aggregated model
+    (``model="aggregated"``: one worker count per domain at a rate linear in it), whose LP
+    orders and places jobs but cannot size them under concave speedups."""
 
-    name = "lp-config"
+    name = "lp-aggregated"
 
     def __init__(self, **options):
-        super().__init__(model="configuration", **options)
+        super().__init__(model="aggregated", **options)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from placement.online.baselines import BASELINES
 from placement.online.greedy_policy import GreedyPolicy
-from placement.online.lp_policy import LPConfigurationPolicy, LPRoundingPolicy
+from placement.online.lp_policy import LPAggregatedPolicy, LPRoundingPolicy
 from placement.online.policy import Policy
 
 #: name -> class; each built with its defaults.
-POLICIES: dict[str, type] = {"lp-rounding": LPRoundingPolicy, "lp-config": LPConfigurationPolicy,
+POLICIES: dict[str, type] = {"lp-rounding": LPRoundingPolicy, "lp-aggregated": LPAggregatedPolicy,
                               "greedy": GreedyPolicy, **BASELINES}
 
 

@@ -28,10 +28,11 @@ def one_slot(view: View, placed) -> list:
     return validate(view.instance, sched)
 
 
+@pytest.mark.parametrize("model", ["configuration", "aggregated"])
 @pytest.mark.parametrize("seed", range(4))
-def test_decisions_are_valid(seed):
+def test_decisions_are_valid(seed, model):
     view = view_of(20, "racks:2x4", seed)
-    policy = LPRoundingPolicy()
+    policy = LPRoundingPolicy(model=model)
     placed = policy.decide(view)
     assert placed and one_slot(view, placed) == []
     assert policy.last_lp_value is not None and policy.last_lp_value > 0
@@ -151,3 +152,11 @@ def test_queueing_charge_stops_deferring_a_wide_job():
     assert runs["new"].jct["wide"] <= 3 * 3600
     assert runs["new"].average_jct < runs["old"].average_jct
     assert runs["new"].average_jct <= runs["greedy"].average_jct
+
+
+def test_the_default_window_is_the_configuration_model_and_follows_its_sizes():
+    from placement.online.lp_policy import LPAggregatedPolicy
+    assert LPRoundingPolicy().model == "configuration" and LPRoundingPolicy().follow_sizes
+    assert LPAggregatedPolicy().model == "aggregated" and not LPAggregatedPolicy().follow_sizes
+    with pytest.raises(ValueError, match="model must be one of"):
+        LPRoundingPolicy(model="per-machine")
