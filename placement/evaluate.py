@@ -102,8 +102,7 @@ def isolated_jct(instance: Instance, job: Job) -> float:
     JCT of any policy that finishes them all (no contention: a floor, not a target)."""
     dt = instance.slot_seconds
     if job.speed is not None:  # the fastest rate of its table, local or spread (MODEL.md 8)
-        fastest = max(job.speed.best_rate(local=True, most_workers=job.max_workers),
-                      job.speed.best_rate(local=False, most_workers=job.max_workers))
+        fastest = job.speed.fastest
         need = job.work_batches * COMPLETE / fastest
     else:
         theta = job.batch_time(max(instance.best_local_gbps, job.worker_gbps))

@@ -174,8 +174,7 @@ class _SlotBuilder:
     # ----- estimates -----------------------------------------------------------------------
     def _priority(self, job: Job) -> tuple[float, int, str]:
         if job.speed is not None:  # its fastest rate, local or spread (MODEL.md 8)
-            fastest = max(job.speed.best_rate(local=True, most_workers=job.max_workers),
-                          job.speed.best_rate(local=False, most_workers=job.max_workers))
+            fastest = job.speed.fastest
             return self.tracker.remaining(job) / fastest / job.weight, job.arrival, job.id
         fastest = job.batch_time(max(self.inst.best_local_gbps, job.worker_gbps))
         return (self.tracker.remaining(job) * fastest / job.max_workers / job.weight,

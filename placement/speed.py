@@ -60,6 +60,12 @@ class SpeedTable:
         """The fastest local rate: MODEL.md 8's rate for the unfinished charge."""
         return max(self.local)
 
+    @property
+    def fastest(self) -> float:
+        """The fastest rate of the table, local or spread, at any worker count."""
+        return max(self.best_rate(local=True, most_workers=self.max_workers),
+                   self.best_rate(local=False, most_workers=self.max_workers))
+
     def best_per_worker(self, *, local: bool) -> float:
         """The largest rate per worker, local or over any spread row: what one worker can
         be credited at most in a model that is linear in the worker count."""

@@ -25,7 +25,7 @@ import numpy as np
 from placement import deadline
 from placement.formulation.domains import Domains, fit_table, subtrees
 from placement.formulation.progress_block import ProgressBlock
-from placement.formulation.rows import Rows
+from placement.formulation.rows import Rows, packing_rows
 from placement.instance import TOL, Instance
 from placement.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option, Problem
@@ -172,13 +172,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     rows_k += [link_key, link_key]
     cols += [index[spread, _W], index[spread, _S]]
     vals += [wg[spread], pg[spread]]
-    rhs_full = np.concatenate([np.tile(tree.capacity.reshape(-1), end - start),
-                               np.tile(tree.child_uplink, end - start)])
-    packing = Rows()
-    keys = np.concatenate(rows_k)
-    if len(keys):
-        used, row = np.unique(keys, return_inverse=True)
-        packing.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
+    packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(end - start))
     A, _, b = packing.matrix(n)
 
     C, d = progress.work_rows()

@@ -38,7 +38,7 @@ from placement import deadline
 from placement.formulation.aggregated import AggregateDecoder
 from placement.formulation.domains import Domains, fit_table, subtrees
 from placement.formulation.progress_block import ProgressBlock
-from placement.formulation.rows import Rows
+from placement.formulation.rows import Rows, packing_rows
 from placement.instance import Instance, Job
 from placement.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option, Problem
@@ -186,13 +186,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     rows_k.append(n_cap + (o_slot[spread] - T0) * len(doms.node) + o_dom[spread])
     cols.append(spread)
     vals.append(o_w[spread] * wg[spread] + s_o[spread] * pg[spread])
-    rhs_full = np.concatenate([np.tile(tree.capacity.reshape(-1), end - start),
-                               np.tile(tree.child_uplink, end - start)])
-    packing = Rows()
-    keys = np.concatenate(rows_k) if rows_k else np.zeros(0, dtype=np.int64)
-    if len(keys):
-        used, row = np.unique(keys, return_inverse=True)
-        packing.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
+    packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(end - start))
     A, _, b = packing.matrix(n)
 
     C, d = progress.work_rows()

@@ -43,6 +43,11 @@ class Subtrees:
     up: np.ndarray
     child_uplink: np.ndarray
 
+    def rhs(self, slots: int) -> np.ndarray:
+        """Right-hand sides of the subtree-capacity rows (slot, node, resource) then the
+        uplink rows (slot, domain) over ``slots`` slots, as the per-domain models key them."""
+        return np.concatenate([np.tile(self.capacity.reshape(-1), slots), np.tile(self.child_uplink, slots)])
+
 
 def subtrees(instance: Instance, doms: Domains) -> Subtrees:
     topo = instance.topology

@@ -35,3 +35,17 @@ class Rows:
         m = sp.csr_array((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
                          shape=(self.count, n))
         return m, np.concatenate(self.lo), np.concatenate(self.hi)
+
+
+def packing_rows(keys: list[np.ndarray], cols: list[np.ndarray], vals: list[np.ndarray],
+                 rhs: np.ndarray) -> tuple[Rows, np.ndarray]:
+    """Packing rows ``sum vals * x[cols] <= rhs[key]`` from triplets addressed by a row key,
+    one row per key that occurs (rows nothing enters are left out); returns the block and
+    the keys of its rows, in order."""
+    key = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    block = Rows()
+    if not len(key):
+        return block, key
+    used, row = np.unique(key, return_inverse=True)
+    block.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs[used])
+    return block, used

@@ -13,7 +13,7 @@ import numpy as np
 
 from placement import deadline
 from placement.formulation.domains import Domains, FitTable, fit_table
-from placement.formulation.rows import Rows
+from placement.formulation.rows import Rows, packing_rows
 from placement.instance import MB_TO_GB, TOL, Instance, Job
 from placement.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option
@@ -145,15 +145,8 @@ class TaskVariables:
                 vals.append(bw[on])
         rhs_full = np.concatenate([np.tile(self.cap.reshape(-1), self.end - T0),
                                    np.tile([l.gbps for l in topo.links], self.end - T0)])
-        block = Rows()
-        if keys and sum(len(k) for k in keys):
-            key = np.concatenate(keys)
-            used, row = np.unique(key, return_inverse=True)
-            block.add(len(used), [(row, np.concatenate(cols), np.concatenate(vals))], -np.inf, rhs_full[used])
-            names = [self._packing_name(int(u), n_cap, H, R, E) for u in used]
-        else:
-            names = []
-        return block, names
+        block, used = packing_rows(keys, cols, vals, rhs_full)
+        return block, [self._packing_name(int(u), n_cap, H, R, E) for u in used]
 
     def _packing_name(self, key: int, n_cap: int, H: int, R: int, E: int) -> str:
         topo = self.instance.topology
