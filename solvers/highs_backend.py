@@ -1,21 +1,19 @@
 """The HiGHS adapter (in-process): a silent ``highspy.Highs`` holding a Problem, and LP/MIP solves with it.
 
-highspy 1.16 prints its "Running HiGHS ... Copyright" banner from C code on file descriptor 1 when
-the first ``Highs`` of a process is constructed, before any option can be set; :func:`new_highs`
-swallows it (see its docstring), and every instance here gets ``output_flag`` off before it runs.
+highspy 1.16 prints its "Running HiGHS ... Copyright" banner from C code on stdout when the first
+``Highs`` of a process is constructed, before any option can be set; :func:`new_highs` swallows it
+(see its docstring), and every instance here gets ``output_flag`` off before it runs.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable
 
 import numpy as np
 
+from solvers.banner import construct_without_banner, printed_banner
 from solvers.finish import RawSolution
 from solvers.problem import Problem
 from solvers.result import Status
@@ -57,23 +55,18 @@ def _import_highspy() -> Any:
     return highspy
 
 
-# The banner's lines (HiGHS' highsLogHeader); anything else printed during construction is passed on.
-_BANNER_MARKERS = (b"Running HiGHS", b"Copyright (c)", b"Includes third-party software components")
-
 _quiet_lock = threading.Lock()
-_construction_is_quiet = False  # set once a construction printed no banner: no more redirection needed
+_construction_is_quiet = False  # set once a construction printed no banner: no more capture needed
 
 
 def new_highs() -> Any:
     """A ``highspy.Highs`` with ``output_flag`` off, its copyright banner kept off the terminal.
 
-    The banner comes from C code on fd 1 during construction (highspy 1.16: only the first construction
-    in a process prints it), so no option can prevent it.  Until one construction has printed no banner,
-    each construction runs with fd 1 redirected to a temporary file, under a lock (fd 1 is per process,
-    so two threads must not swap it at once); afterwards the lines that are not the banner are written
-    back to fd 1, so output other threads produced in that window is delayed, never lost.  Once a
-    construction printed no banner, later ones (the hot path, e.g. the online policy's thread pool) run
-    without any redirection.
+    The banner comes from C code during construction (highspy 1.16: only the first construction in a
+    process prints it), so no option can prevent it.  Until one construction has printed no banner, each
+    construction runs under :func:`solvers.banner.construct_without_banner`, under a lock (C's stdout
+    and fd 1 are per process, so two threads must not swap them at once).  Once a construction printed no
+    banner, later ones (the hot path, e.g. the online policy's thread pool) run without any capture.
     """
     global _construction_is_quiet
     highspy = _import_highspy()
@@ -84,51 +77,10 @@ def new_highs() -> Any:
             if _construction_is_quiet:
                 h = highspy.Highs()
             else:
-                h, printed = _construct_capturing_fd1(highspy.Highs)
-                _construction_is_quiet = not any(marker in printed for marker in _BANNER_MARKERS)
+                h, printed = construct_without_banner(highspy.Highs)
+                _construction_is_quiet = not printed_banner(printed)
     h.setOptionValue("output_flag", False)
     return h
-
-
-def _construct_capturing_fd1(construct: Callable[[], Any]) -> tuple[Any, bytes]:
-    """``construct()`` with fd 1 sent to a temporary file; returns the object and what it printed."""
-    _flush_stdout()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no fd 1 at all (closed stdout): nothing can reach a terminal
-        return construct(), b""
-    try:
-        with tempfile.TemporaryFile() as tmp:
-            os.dup2(tmp.fileno(), 1)
-            try:
-                obj = construct()
-            finally:
-                _flush_stdout()
-                os.dup2(saved, 1)
-            tmp.seek(0)
-            printed = tmp.read()
-    finally:
-        os.close(saved)
-    rest = b"".join(line for line in printed.splitlines(keepends=True)
-                    if not any(marker in line for marker in _BANNER_MARKERS))
-    while rest:  # os.write may write only part
-        rest = rest[os.write(1, rest):]
-    return obj, printed
-
-
-def _flush_stdout() -> None:
-    """Flush Python's and C's stdout buffers, so nothing crosses a redirection of fd 1 the wrong way."""
-    try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except (OSError, ValueError):  # a closed or broken stdout has nothing to flush
-        pass
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):  # no C runtime reachable this way: nothing more to flush
-        pass
 
 
 def highs_instance(problem: Problem, *, relax: bool, names: bool = False) -> Any:

@@ -1,5 +1,6 @@
 """HiGHS' copyright banner never reaches the caller's stdout (file descriptor 1), first call or later."""
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 import solvers
 from solvers.exact import solve_exact
-from solvers.highs_backend import _construct_capturing_fd1
+from solvers.banner import _construct_fd1, construct_without_banner
 from solvers.lp import solve_lp
 from solvers.problem import Problem
 
@@ -74,6 +75,20 @@ def test_capture_passes_on_everything_but_the_banner(capfd):
         os.write(1, b"something else\n")
         return threading.get_ident()
 
-    obj, printed = _construct_capturing_fd1(construct)
+    obj, printed = _construct_fd1(construct)
     assert obj == threading.get_ident() and b"Copyright" in printed
     assert capfd.readouterr().out == "something else\n"
+
+
+def test_c_stdout_capture_passes_on_everything_but_the_banner(capfd):
+    libc = ctypes.CDLL(None)
+
+    def construct():
+        libc.puts(b"Running HiGHS 9.9.9 (git hash: x): Copyright (c) 2099 under MIT licence terms")
+        libc.puts(b"something else from C")
+        os.write(1, b"python wrote this meanwhile\n")  # fd 1 is not redirected: goes straight out
+        return 7
+
+    obj, printed = construct_without_banner(construct)
+    assert obj == 7 and b"Copyright" in printed and b"python wrote" not in printed
+    assert capfd.readouterr().out == "python wrote this meanwhile\nsomething else from C\n"
