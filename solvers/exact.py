@@ -210,14 +210,18 @@ def solve_cbc(problem: Problem, *, time_limit: float | None, threads: int | None
 
 
 def solve_exact(problem: Problem, *, backend: str = "highs", time_limit: float | None = 60.0,
-                threads: int | None = 1, mip_gap: float = 0.0) -> Result:
+                threads: int | None = 1, mip_gap: float = 0.0, start: np.ndarray | None = None) -> Result:
     """Solve the ILP exactly (to ``mip_gap``) with one backend; a missing backend gives UNAVAILABLE.
 
     OPTIMAL means proven within ``mip_gap``; FEASIBLE is a verified incumbent at the time limit;
     TIME_LIMIT means no incumbent.  ``bound`` is the backend's proven dual bound when it reports one.
+    ``start``: a feasible point given to HiGHS as its first incumbent (the other backends are not
+    given it, and the message says so).
     """
+    if start is not None and np.shape(start) != (problem.n,):
+        raise ValueError(f"start: expected shape ({problem.n},), got {np.shape(start)}")
     if backend == "highs":
-        raw = solve_highs(problem, relax=False, time_limit=time_limit, threads=threads, mip_gap=mip_gap)
+        raw = solve_highs(problem, relax=False, time_limit=time_limit, threads=threads, mip_gap=mip_gap, start=start)
     elif backend == "cpsat":
         model = cpsat_model(problem)
         if isinstance(model, str):
@@ -233,5 +237,7 @@ def solve_exact(problem: Problem, *, backend: str = "highs", time_limit: float |
         raw = solve_cbc(problem, time_limit=time_limit, threads=threads, mip_gap=mip_gap)
     else:
         raise ValueError(f"backend: unknown exact backend {backend!r}; choose from {EXACT_BACKENDS}")
+    if start is not None and backend != "highs":
+        raw.message = "; ".join(filter(None, (raw.message, f"the start is not passed to {backend}")))
     solver = "highs-mip" if backend == "highs" else backend
     return finish(problem, raw, solver=solver, relaxed=False, tol=CHECK_TOL[backend])

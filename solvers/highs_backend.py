@@ -122,8 +122,11 @@ def _set_threads(h: Any, threads: int | None) -> None:
 
 
 def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, threads: int | None,
-                mip_gap: float | None = None) -> RawSolution:
-    """Solve with HiGHS (LP if ``relax`` else MIP); statuses come back as values, never exceptions."""
+                mip_gap: float | None = None, start: np.ndarray | None = None) -> RawSolution:
+    """Solve with HiGHS (LP if ``relax`` else MIP); statuses come back as values, never exceptions.
+
+    ``start``: a feasible point handed to the MIP as its first incumbent (``setSolution``;
+    HiGHS checks it and drops it if it is not feasible)."""
     try:
         _import_highspy()
     except ImportError as exc:
@@ -138,12 +141,13 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
     if mip_gap is not None and not relax:
         h.setOptionValue("mip_rel_gap", float(mip_gap))
     _set_threads(h, threads)
+    refused = start is not None and not relax and h.setSolution(_solution(start)).name == "kError"
     t1 = time.perf_counter()
     h.run()
     t2 = time.perf_counter()
     model_status = h.getModelStatus()
     status = _HIGHS_STATUS.get(model_status.name, Status.ERROR)
-    message = h.modelStatusToString(model_status)
+    message = h.modelStatusToString(model_status) + ("; HiGHS refused the start" if refused else "")
     if model_status.name == "kUnboundedOrInfeasible":
         status = _highs_feasibility(h, problem.n)
         message += f"; zero-objective re-solve says {status.value}"
@@ -163,6 +167,14 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
         x, bound = np.zeros(problem.n), problem.offset
     return RawSolution(status, x, bound, f"HiGHS {h.version()}", message, row_duals,
                        {"build": t1 - t0, "solve": t2 - t1}, details)
+
+
+def _solution(x: np.ndarray) -> Any:
+    """A ``highspy.HighsSolution`` holding the column values ``x``."""
+    solution = _import_highspy().HighsSolution()
+    solution.col_value = np.asarray(x, dtype=np.float64).tolist()
+    solution.value_valid = True
+    return solution
 
 
 def _highs_feasibility(h: Any, n: int) -> Status:

@@ -174,6 +174,29 @@ def test_invalid_backend_and_mip_gap():
     assert r.status is Status.OPTIMAL and r.gap <= 0.5 + 1e-9
 
 
+def test_highs_takes_the_start_as_its_first_incumbent():
+    # stopped before any search, HiGHS still holds the start: a greedy packing of hard_instance()
+    p = hard_instance()
+    A, b = p.A.toarray(), p.b
+    x0 = np.zeros(p.n)
+    for i in np.argsort(-p.c):
+        if (A @ x0 + A[:, i] <= b).all():
+            x0[i] = 1
+    assert is_feasible(p, x0)
+    cold = solve_exact(p, time_limit=0.0)
+    warm = solve_exact(p, time_limit=0.0, start=x0)
+    assert cold.x is None and warm.status is Status.FEASIBLE
+    np.testing.assert_array_equal(warm.x, x0)
+
+
+def test_start_checks_its_shape_and_other_backends_say_they_ignore_it():
+    problem, optimum, x = knapsack()
+    with pytest.raises(ValueError, match=r"start: expected shape \(4,\)"):
+        solve_exact(problem, start=np.zeros(3))
+    r = solve_or_skip(problem, "cbc", start=np.array(x, dtype=float))
+    assert r.status is Status.OPTIMAL and "the start is not passed to cbc" in r.message
+
+
 @st.composite
 def small_mpc(draw):
     """Random small MPC-IPs with half-integral data, optionally a choice group and a general row."""
