@@ -154,14 +154,24 @@ class Round(_Forward):
 
 class SolveExact(_Forward):
     """Problem -> its MIP solution (none at a time limit without an incumbent); the
-    solver's bound is the lower bound."""
+    solver's bound is the lower bound. ``start``: a valid schedule, encoded by the exact
+    model's decoder and given to the solver as its first incumbent."""
 
-    def __init__(self, backend: str = "highs", time_limit: float | None = 60.0, threads: int = 1):
-        self.backend, self.time_limit, self.threads = backend, time_limit, threads
+    def __init__(self, backend: str = "highs", time_limit: float | None = 60.0, threads: int = 1,
+                 start: Schedule | None = None):
+        self.backend, self.time_limit, self.threads, self.start = backend, time_limit, threads, start
 
     def apply(self, problem: Problem, trace: Trace) -> list[np.ndarray]:
+        x0 = None
+        if self.start is not None:
+            clock = time.perf_counter()
+            try:
+                x0 = trace.decoder.encode(self.start)
+            except ValueError as exc:
+                trace.messages.append(f"MIP start not used: {exc}")
+            trace.time("encode", clock)
         clock = time.perf_counter()
-        trace.result = result = solve_exact(problem, backend=self.backend,
+        trace.result = result = solve_exact(problem, backend=self.backend, start=x0,
                                             time_limit=deadline.remaining(self.time_limit), threads=self.threads)
         trace.time("solve", clock)
         trace.bound, trace.bound_source = result.bound, "mip"

@@ -1,62 +1,87 @@
 """The exact time-indexed ILP of MODEL.md: its optimum is the best weighted total JCT of any
-valid schedule when every job has ``restart_seconds = 0`` (the referee that rounding and
-the online policies are measured against on small instances).
+valid schedule, restart losses included, for every instance whose jobs have no speed table
+(the referee that rounding and the online policies are measured against).
 
-On top of the task variables and rows of :class:`~placement.formulation.tasks.TaskVariables` over the
-whole horizon it adds, per spread option (j, t, v) and populated child c of v, a
-continuous u[j,t,v,c] in [0, 1] with
+Variables and rows, over the whole horizon:
 
-    u <= sum of w + s on the machines under c,      sum_c u >= 2 y[j,t,v].
+- Tasks (:class:`~placement.formulation.tasks.TaskVariables`): per job-slot (j, t >= a_j)
+  and domain v an indicator y, per machine h under v workers w and PSs s; capacity, hose
+  link, shape (MODEL.md 3) and one-domain rows. Per spread option (j, t, v) and populated
+  child c of v a continuous u[j,t,v,c] in [0, 1] with u <= (w + s under c) and
+  sum_c u >= 2 y: as w, s are integers, u reaches 1 only on a child holding a task, so a
+  chosen spread domain IS the lowest common ancestor of the job's machines and the rates
+  and link loads are MODEL.md's. The per-machine PS bound min_ps(max_workers) loses nothing
+  (lowering a larger count keeps the machine used, the shape met and every load no larger).
+- Work: work[j,t] = sum w * Delta / theta (TaskVariables.speed), the batches of slot t
+  before any restart loss; net[j,t] = work[j,t] - L[j,t], with the loss L of
+  :mod:`placement.formulation.restarts` (exactly MODEL.md's loss at a schedule's encoding,
+  never less at any feasible point; absent for r_j = 0).
+- Completion: binary z[j,t] ("completed by the end of t"), t = a_j .. T-1, with
+  progress  sum_{t' <= t} net[j,t'] >= B_j (1 - 1e-9) z[j,t];  monotone  z[j,t] <= z[j,t+1];
+  life  sum_v y[j,t,v] + z[j,t-1] <= 1;  remainder  rem_j >= B_j - sum_t net[j,t] - B_j z[j,T-1],
+  0 <= rem_j <= B_j.
+- Objective  sum_j w_j JCT_j,  JCT_j = Delta sum_{t=a_j}^{T-1} (1 - z[j,t]) + Delta z[j,T-1]
+  + rem_j theta^L_j / U_j: if z switches on in slot c this is (c - a_j + 1) Delta with
+  rem_j = 0 allowed, MODEL.md's JCT; if z stays 0 it is (T - a_j) Delta plus the charge of
+  the remaining batches, MODEL.md's charge for an unfinished job.
 
-Because w and s are integers, u can reach 1 only on a child that holds a task, so a chosen
-spread domain has tasks under two of its children: it IS the lowest common ancestor of
-the job's machines, and the rates (local or spread) and hose-model link loads of the
-task rows are exactly MODEL.md's. (u needs no integrality: the integer counts decide it.)
+So every valid schedule encodes (:meth:`ExactDecoder.encode`) to a feasible point of equal
+objective, and every feasible point decodes (:meth:`ExactDecoder.decode`) to a valid
+schedule scoring no more (its net progress is at most MODEL.md's, and minimisation pushes z
+up as far as progress and life allow): the two optima are equal.
 
-Per job j, for slots t = a_j .. T-1, a binary z[j,t] ("completed by the end of slot t"):
+Cuts that keep an optimal schedule (so the optimum is unchanged):
 
-- progress    sum_{t' <= t} sum w * speed >= B_j (1 - 1e-9) z[j,t]  (speed: TaskVariables.speed)
-- monotone    z[j,t] <= z[j,t+1]
-- life        sum_v y[j,t,v] + z[j,t-1] <= 1  (no tasks after completion)
-- remainder   rem_j >= B_j - sum_t sum w * speed - B_j z[j,T-1],  0 <= rem_j <= B_j
+- Earliest completion: z[j,t] = 0 while M_j (t - a_j + 1 - f_j) < B_j (1 - 1e-9), M_j the
+  most batches one slot can credit j and f_j its first slot's restart fraction: no schedule
+  completes j earlier.
+- Interchangeable machines (same parent switch, capacity, local_gbps and uplink gbps; leaves):
+  renaming them consistently in every slot maps a valid schedule to a valid one of equal
+  score. Among the renamings of an optimal schedule one orders each class by its load
+  sum_t sum (w alpha + s beta) / capacity non-increasingly; the rows load(h_i) >= load(h_i+1)
+  keep exactly those (the encoding renames a schedule this way first).
 
-and the objective  sum_j w_j JCT_j  with
-
-    JCT_j = Delta * sum_{t=a_j}^{T-1} (1 - z[j,t]) + Delta * z[j,T-1] + rem_j * theta^L_j / U_j.
-
-Check: if z switches on in slot c (z = 0 before, 1 from c on), the sum counts the c - a_j
-slots before c and Delta * z[j,T-1] adds the completion slot itself: (c - a_j + 1) Delta,
-MODEL.md's JCT, and rem_j = 0 is allowed. If z stays 0 the sum is (T - a_j) Delta and
-rem_j = B_j - (batches done) at the optimum: MODEL.md's charge for an unfinished job.
-Minimisation pushes every z up as far as progress and life allow, so the model optimum
-equals the best score. The per-machine PS bound of the task variables (at most min_ps(max_workers)) loses
-nothing: lowering a larger count to it keeps the machine used, the shape rule met and
-every load no larger.
-
-With restart_seconds > 0 on a job, progress here is the loss-free one, which is never
-less than MODEL.md's, so every valid schedule is still feasible at no higher cost (put z
-on at its true completion): the model is a RELAXATION, its bound is still a lower bound on
-the MODEL.md optimum, but its schedule (scored with losses) may not be optimal.
+A speed table (MODEL.md 8) is credited the table's best rate per worker, which never
+under-states progress: the model is then a relaxation (``ExactDecoder.exact`` False), its
+bound still a lower bound, its schedule (scored with the table) possibly not optimal.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from placement.evaluate import evaluate
+from placement.formulation.restarts import JobSlots, RestartLosses, Terms
 from placement.formulation.rows import Rows
-from placement.formulation.tasks import TaskVariables
+from placement.formulation.tasks import S, W, Y, TaskVariables
 from placement.instance import COMPLETE, Instance
 from placement.intent import Intent
 from placement.progress import ProgressTracker
+from placement.schedule import Allocation, Schedule
+from solvers.check import violations
 from solvers.problem import Problem
 
-__all__ = ["ExactDecoder", "formulate_exact"]
+__all__ = ["ExactDecoder", "formulate_exact", "interchangeable"]
 
+
+@dataclass
 class ExactDecoder:
-    """Inverse of :func:`formulate_exact`: a vector of the Problem back to an Intent that is
-    already valid (the chain writes it as it stands, see :class:`placement.chain.AsPlanned`)."""
+    """Inverse of :func:`formulate_exact` (a vector back to an Intent that is already valid;
+    the chain writes it as it stands, see :class:`placement.chain.AsPlanned`) and its
+    forward map (a valid schedule to a feasible vector of the same objective)."""
 
-    def __init__(self, core: TaskVariables, exact: bool, message: str):
-        self.core, self.exact, self.message = core, exact, message
+    core: TaskVariables
+    exact: bool
+    message: str
+    problem: Problem
+    slots: JobSlots
+    restarts: RestartLosses
+    u_task: np.ndarray      # task columns of spread options ...
+    u_of_task: np.ndarray   # ... and the u each one enters (u columns follow the task variables)
+    z0: int                 # column of z[k] = z0 + k
+    rem0: int               # column of rem_j = rem0 + j
+    classes: list           # interchangeable machines, each class ascending
 
     def decode(self, x: np.ndarray) -> Intent:
         """The intent of ``x`` without tasks after each job's actual completion (an incumbent
@@ -71,19 +96,147 @@ class ExactDecoder:
             tracker.advance(t, {j: p.tasks for j, p in slot.items()})
         return intent
 
+    def encode(self, schedule: Schedule) -> np.ndarray:
+        """The point of a valid ``schedule``, its interchangeable machines first renamed into
+        the model's order (same score): feasible, and its objective is the schedule's
+        MODEL.md score. Raises ValueError for an invalid schedule or one the model cannot
+        hold (e.g. more PSs on one machine than min_ps(max_workers))."""
+        inst, core = self.core.instance, self.core
+        wrong, report = evaluate(inst, schedule)
+        if wrong:
+            raise ValueError(f"not a valid schedule: {wrong[0]}")
+        schedule = relabel(inst, schedule, self.classes)
+        x = np.zeros(self.problem.n)
+        x[: core.n] = self._tasks(schedule)
+        x[core.n + self.u_of_task[x[self.u_task] > 0]] = 1.0   # u = 1 on each child holding a task
+        done = np.array([o.completion_slot if o.finished else inst.horizon for o in report.jobs])
+        x[self.z0 + np.arange(self.slots.n)] = self.slots.slot >= done[self.slots.job]
+        x[self.rem0 + np.arange(len(inst.jobs))] = [0.0 if o.finished else o.remaining_batches for o in report.jobs]
+        x[np.concatenate([self.restarts.loss_col, self.restarts.rho_col])] = self.restarts.values(x)
+        bad = violations(self.problem, x)
+        if bad:
+            worst = max(bad, key=lambda v: v.amount)
+            raise ValueError(f"the schedule falls outside the model: {len(bad)} row(s) violated, worst {worst.kind} "
+                             f"{worst.name or worst.row} ({worst.lhs:.6g} vs {worst.rhs:.6g})")
+        return x
+
+    def _tasks(self, schedule: Schedule) -> np.ndarray:
+        """y, w, s of the schedule: per job-slot, the domain its machines imply."""
+        inst, core = self.core.instance, self.core
+        topo, doms = inst.topology, core.domains
+        dom_of_node = {int(nd): d for d, nd in enumerate(doms.node)}
+        node_index = {nd: i for i, nd in enumerate(topo.nodes)}
+        lookup = {(int(k), int(j), int(t), int(d), int(h)): i for i, (k, j, t, d, h) in
+                  enumerate(zip(core.kind, core.job, core.slot, core.dom, core.machine))}
+        x = np.zeros(core.n)
+        for slot in schedule.slots:
+            by_job: dict[str, list[Allocation]] = {}
+            for a in slot.allocations:
+                if a.workers or a.ps:
+                    by_job.setdefault(a.job, []).append(a)
+            for job_id, allocs in by_job.items():
+                j = inst.job_index[job_id]
+                hosts = [topo.machine_index[a.machine] for a in allocs]
+                d = dom_of_node.get(node_index[topo.lca([a.machine for a in allocs])], -1)
+                try:
+                    x[lookup[(Y, j, slot.t, d, -1)]] = 1
+                    for a, h in zip(allocs, hosts):
+                        for kind, count in ((W, a.workers), (S, a.ps)):
+                            if count:
+                                i = lookup[(kind, j, slot.t, d, h)]
+                                if count > core.upper[i]:
+                                    raise KeyError(i)
+                                x[i] = count
+                except KeyError:
+                    raise ValueError(f"job {job_id} in slot {slot.t}: the model cannot hold its placement "
+                                     f"{[(a.machine, a.workers, a.ps) for a in allocs]}") from None
+        return x
+
 
 def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     """The time-indexed ILP of every job over the whole horizon (module docstring)."""
     topo = instance.topology
     if any(len(topo.below(m.id)) > 1 for m in topo.machines):
         raise ValueError("a machine has machines below it; the exact model needs machines at the leaves")
-    T, dt = instance.horizon, instance.slot_seconds
-    jobs = instance.jobs
-    core = TaskVariables(instance, list(range(len(jobs))), 0, T)
-    doms = core.domains
+    T, dt, jobs = instance.horizon, instance.slot_seconds, instance.jobs
+    J = len(jobs)
+    core = TaskVariables(instance, list(range(J)), 0, T)
+    u_task, u_of_task, u_opt = _lca_variables(core)
+    n_u = len(u_opt)
+    u_idx = core.n + np.arange(n_u)
+    slots = JobSlots(instance)
+    z0, rem0 = core.n + n_u, core.n + n_u + slots.n
+    z_idx, rem_idx = z0 + np.arange(slots.n), rem0 + np.arange(J)
+    w = core.w_idx
+    work = Terms(slots.key(core.job[w], core.slot[w]), w, core.speed[w])
+    most = _most_work(core)
+    restarts = RestartLosses(core, slots, work, most, rem0 + J)
+    n = rem0 + J + restarts.n
 
-    # u: one per (spread option, populated child holding one of its task variables)
-    child_of = np.full((len(doms.node), len(topo.machines)), -1, dtype=np.int64)
+    B = np.array([j.work_batches for j in jobs], dtype=float)
+    weight = np.array([j.weight for j in jobs], dtype=float)
+    cost = np.zeros(n)
+    cost[z_idx] = -weight[slots.job] * dt
+    cost[z0 + slots.last] = 0.0
+    cost[rem_idx] = weight * np.array([instance.unfinished_seconds(j, 1.0) for j in jobs])
+    offset = float(np.sum(weight * dt * slots.length))
+    # earliest completion: M_j (t - a_j + 1 - f_j) batches at most by the end of t
+    reach = (most * (1 - restarts.frac))[slots.job] + most[slots.job] * (slots.slot - slots.arrival[slots.job])
+    z_upper = np.where(reach * (1 + 1e-9) < COMPLETE * B[slots.job], 0.0, 1.0)
+    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, restarts.upper])
+    integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(slots.n, bool),
+                              np.zeros(J, bool), restarts.integer])
+
+    # packing: the task variables' capacity/link rows, then life rows  Y[j,t] + z[j,t-1] <= 1
+    packing, pack_names = core.packing()
+    y = core.y_idx
+    ky = slots.key(core.job[y], core.slot[y])
+    life = np.flatnonzero(slots.slot > slots.arrival[slots.job])
+    life_row = np.full(slots.n, -1, dtype=np.int64)
+    life_row[life] = np.arange(len(life))
+    on = life_row[ky] >= 0
+    packing.add(len(life), [(np.arange(len(life)), z_idx[life - 1], 1.0), (life_row[ky[on]], y[on], 1.0)], -np.inf, 1.0)
+    pack_names += [f"life[{jobs[j].id},t={t}]" for j, t in zip(slots.job[life].tolist(), slots.slot[life].tolist())]
+    A, _, b = packing.matrix(n)
+
+    general = Rows()
+    core.shape_rows(general)
+    # LCA: u - (w + s under the child) <= 0, then sum_c u - 2 y >= 0 per spread option
+    general.add(n_u, [(np.arange(n_u), u_idx, 1.0), (u_of_task, u_task, -1.0)], -np.inf, 0.0)
+    spread = np.flatnonzero(~core.domains.is_local[core.opt_dom])
+    general.add(len(spread), [(np.searchsorted(spread, u_opt), u_idx, 1.0),
+                              (np.arange(len(spread)), core.opt_y[spread], -2.0)], 0.0, np.inf)
+    net = Terms(*(np.concatenate([a, c]) for a, c in zip(work, restarts.net)))
+    # progress: sum_{t' <= t} net - B (1 - 1e-9) z[j,t] >= 0;  remainder: rem + sum net + B z[j,T-1] >= B
+    general.add(slots.n, [slots.cumulative(net), (np.arange(slots.n), z_idx, -COMPLETE * B[slots.job])], 0.0, np.inf)
+    general.add(J, [(slots.job[net.key], net.col, net.coef), (np.arange(J), rem_idx, 1.0),
+                    (np.arange(J), z0 + slots.last, B)], B, np.inf)
+    # monotone: z[j,t] - z[j,t+1] <= 0
+    step = np.flatnonzero(slots.slot < T - 1)
+    general.add(len(step), [(np.arange(len(step)), z_idx[step], 1.0), (np.arange(len(step)), z_idx[step] + 1, -1.0)],
+                -np.inf, 0.0)
+    restarts.rows(general)
+    classes = interchangeable(instance)
+    _symmetry_rows(core, classes, general)
+    G, g_lo, g_hi = general.matrix(n)
+
+    problem = Problem(c=cost, sense="min", A=A, b=b, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper, integer=integer,
+                      groups=core.choice_groups(), offset=offset, name=f"placement-exact:{instance.name}",
+                      pack_names=pack_names)
+    tables = [j.id for j in jobs if j.speed is not None]
+    message = "" if not tables else (
+        f"speed tables on job(s) {', '.join(tables)}: the exact model credits each worker the table's best rate "
+        "per worker, so it is a relaxation (its bound is a valid lower bound; its schedule, scored by MODEL.md, "
+        "may not be optimal)")
+    return problem, ExactDecoder(core, not tables, message, problem, slots, restarts, u_task, u_of_task, z0, rem0,
+                                 classes)
+
+
+def _lca_variables(core: TaskVariables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The u variables: one per (spread option, populated child holding one of its task
+    variables). Returns those task columns, the u each enters, and each u's option."""
+    doms = core.domains
+    child_of = np.full((len(doms.node), len(core.instance.topology.machines)), -1, dtype=np.int64)
     for d, kids in enumerate(doms.children):
         for k, members in enumerate(kids):
             child_of[d, members] = k
@@ -92,86 +245,81 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     width = max((len(kids) for kids in doms.children), default=1) or 1
     u_key, u_of_task = np.unique(core.option[task] * width + child_of[core.dom[task], core.machine[task]],
                                  return_inverse=True)
-    u_opt = u_key // width
-    n_u = len(u_key)
-    u_idx = core.n + np.arange(n_u)
+    return task, u_of_task, u_key // width
 
-    # z[j, t] for t = a_j .. T-1, job by job; then rem[j]
-    arrival = np.array([j.arrival for j in jobs], dtype=np.int64)
-    z_len = T - arrival
-    z_first = core.n + n_u + np.concatenate([[0], np.cumsum(z_len)[:-1]])
-    z_job = np.repeat(np.arange(len(jobs)), z_len)
-    z_slot = np.concatenate([np.arange(a, T) for a in arrival])
-    n_z = len(z_job)
-    z_idx = core.n + n_u + np.arange(n_z)
-    rem_idx = core.n + n_u + n_z + np.arange(len(jobs))
-    n = core.n + n_u + n_z + len(jobs)
 
-    work = np.array([j.work_batches for j in jobs], dtype=float)
-    weight = np.array([j.weight for j in jobs], dtype=float)
-    charge = np.array([instance.unfinished_seconds(j, 1.0) for j in jobs])
-    cost = np.zeros(n)
-    cost[z_idx] = -weight[z_job] * dt
-    cost[z_first + z_len - 1] = 0.0
-    cost[rem_idx] = weight * charge
-    offset = float(np.sum(weight * dt * z_len))
-
-    upper = np.concatenate([core.upper, np.ones(n_u + n_z), work])
-    integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(n_z, bool),
-                              np.zeros(len(jobs), bool)])
-
-    # packing: the task variables' capacity/link rows, then life rows  y[j,t,*] + z[j,t-1] <= 1
-    packing, pack_names = core.packing()
-    y = core.y_idx
-    has_y = core.slot[y] > arrival[core.job[y]]
-    y_prev = z_first[core.job[y]] + core.slot[y] - 1 - arrival[core.job[y]]
-    life_z = z_idx[z_slot < T - 1]
-    life_key, life_row = np.unique(np.concatenate([life_z, y_prev[has_y]]), return_inverse=True)
-    packing.add(len(life_key), [(life_row, np.concatenate([life_z, y[has_y]]), 1.0)], -np.inf, 1.0)
-    pack_names += [f"life[{jobs[z_job[k - z_idx[0]]].id},t={z_slot[k - z_idx[0]] + 1}]" for k in life_key]
-    A, _, b = packing.matrix(n)
-
-    # covering: rem_j + sum_t sum w*speed + B_j z[j,T-1] >= B_j
+def _most_work(core: TaskVariables) -> np.ndarray:
+    """Per job, a bound on the batches one slot credits it: over its domains, the fewer of
+    max_workers and the domain's room for workers, at the domain's fastest speed."""
+    jobs = core.instance.jobs
     w = core.w_idx
-    covering = Rows()
-    covering.add(len(jobs), [(core.job[w], w, core.speed[w]), (np.arange(len(jobs)), rem_idx, 1.0),
-                             (np.arange(len(jobs)), z_first + z_len - 1, work)], work, np.inf)
-    C, d, _ = covering.matrix(n)
+    opt = core.option[w]
+    room = np.bincount(opt, weights=core.upper[w], minlength=core.n_opt)
+    fastest = np.zeros(core.n_opt)
+    np.maximum.at(fastest, opt, core.speed[w])
+    U = np.array([j.max_workers for j in jobs], dtype=float)
+    most = np.zeros(len(jobs))
+    np.maximum.at(most, core.opt_job, np.minimum(U[core.opt_job], room) * fastest)
+    return most
 
-    general = Rows()
-    core.shape_rows(general)
-    # LCA: u - sum(w + s on the child) <= 0, then sum_c u - 2 y >= 0 per spread option
-    general.add(n_u, [(np.arange(n_u), u_idx, 1.0), (u_of_task, task, -1.0)], -np.inf, 0.0)
-    spread = np.flatnonzero(~doms.is_local[core.opt_dom])
-    spread_row = np.searchsorted(spread, u_opt)
-    general.add(len(spread), [(spread_row, u_idx, 1.0), (np.arange(len(spread)), core.opt_y[spread], -2.0)],
-                0.0, np.inf)
-    # progress: sum_{t' <= t} sum w*speed - B (1 - 1e-9) z[j,t] >= 0, one row per z
-    reach = T - core.slot[w]
-    w_rep = np.repeat(w, reach)
-    later = np.arange(reach.sum()) - np.repeat(np.cumsum(reach) - reach, reach)
-    rows = np.repeat(z_first[core.job[w]] - z_idx[0] + core.slot[w] - arrival[core.job[w]], reach) + later
-    general.add(n_z, [(rows, w_rep, core.speed[w_rep]), (np.arange(n_z), z_idx, -COMPLETE * work[z_job])],
-                0.0, np.inf)
-    # monotone: z[j,t] - z[j,t+1] <= 0
-    step = z_idx[z_slot < T - 1]
-    general.add(len(step), [(np.arange(len(step)), step, 1.0), (np.arange(len(step)), step + 1, -1.0)],
-                -np.inf, 0.0)
-    G, g_lo, g_hi = general.matrix(n)
 
-    problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper,
-                      integer=integer, groups=core.choice_groups(), offset=offset,
-                      name=f"placement-exact:{instance.name}", pack_names=pack_names)
-    restarting = [j.id for j in jobs if j.restart_seconds > 0]
-    tables = [j.id for j in jobs if j.speed is not None]
-    notes = []
-    if restarting:
-        notes.append(f"restart_seconds > 0 on job(s) {', '.join(restarting)}: the exact model ignores restart "
-                     "losses")
-    if tables:
-        notes.append(f"speed tables on job(s) {', '.join(tables)}: the exact model credits each worker the "
-                     "table's best rate per worker")
-    message = "" if not notes else "; ".join(notes) + (
-        ", so it is a relaxation (its bound is a valid lower bound; its schedule, scored by MODEL.md, "
-        "may not be optimal)")
-    return problem, ExactDecoder(core, not notes, message)
+def _symmetry_rows(core: TaskVariables, classes: list[list[int]], block: Rows) -> None:
+    """load(h_i) - load(h_i+1) >= 0 along each class of interchangeable machines."""
+    H = len(core.instance.topology.machines)
+    first, second = np.full(H, -1, dtype=np.int64), np.full(H, -1, dtype=np.int64)
+    pairs = [(a, b) for hs in classes for a, b in zip(hs, hs[1:])]
+    for r, (a, b) in enumerate(pairs):
+        first[a], second[b] = r, r
+    task = np.concatenate([core.w_idx, core.s_idx])
+    h = core.machine[task]
+    load = _load_weights(core.instance, core.job[task], core.kind[task], h)
+    p, m = first[h] >= 0, second[h] >= 0
+    block.add(len(pairs), [(first[h[p]], task[p], load[p]), (second[h[m]], task[m], -load[m])], 0.0, np.inf)
+
+
+def interchangeable(instance: Instance) -> list[list[int]]:
+    """Classes (two or more machines, ascending) of leaf machines with the same parent,
+    capacity, local_gbps and uplink capacity: renaming them keeps every rule and score."""
+    topo = instance.topology
+    up = {frozenset((l.a, l.b)): l.gbps for l in topo.links}
+    groups: dict[tuple, list[int]] = {}
+    for h, m in enumerate(topo.machines):
+        parent = topo.parent(m.id)
+        if parent is None or len(topo.below(m.id)) > 1:
+            continue
+        key = (parent, tuple(instance.capacity_matrix[h]), m.local_gbps, up[frozenset((m.id, parent))])
+        groups.setdefault(key, []).append(h)
+    return [hs for hs in groups.values() if len(hs) > 1]
+
+
+def _load_weights(instance: Instance, job: np.ndarray, kind: np.ndarray, machine: np.ndarray) -> np.ndarray:
+    """The load of one task (worker or PS of ``job`` on ``machine``): the sum over resources
+    of demand / capacity (resources the machine lacks left out)."""
+    res = instance.resources
+    alpha = np.array([[j.worker.get(r, 0) for r in res] for j in instance.jobs], dtype=float).reshape(-1, len(res))
+    beta = np.array([[j.ps.get(r, 0) for r in res] for j in instance.jobs], dtype=float).reshape(-1, len(res))
+    cap = instance.capacity_matrix[machine]
+    demand = np.where((kind == W)[:, None], alpha[job], beta[job])
+    return np.sum(np.divide(demand, cap, out=np.zeros_like(demand), where=cap > 0), axis=1)
+
+
+def relabel(instance: Instance, schedule: Schedule, classes: list[list[int]]) -> Schedule:
+    """``schedule`` with each class of interchangeable machines renamed so that the loads
+    (as in the symmetry rows) do not increase along the class."""
+    machines = instance.topology.machines
+    index = instance.topology.machine_index
+    allocs = [a for s in schedule.slots for a in s.allocations]
+    load = np.zeros(len(machines))
+    if allocs:
+        job = np.array([instance.job_index[a.job] for a in allocs] * 2)
+        h = np.array([index[a.machine] for a in allocs] * 2)
+        kind = np.repeat([W, S], len(allocs))
+        count = np.array([a.workers for a in allocs] + [a.ps for a in allocs], dtype=float)
+        np.add.at(load, h, count * _load_weights(instance, job, kind, h))
+    rename = {}
+    for hs in classes:
+        order = sorted(hs, key=lambda h: (-load[h], h))
+        rename.update({machines[old].id: machines[new].id for old, new in zip(order, hs)})
+    return Schedule.from_allocations(
+        {s.t: [Allocation(a.job, rename.get(a.machine, a.machine), a.workers, a.ps) for a in s.allocations]
+         for s in schedule.slots}, instance=schedule.instance, **schedule.extra)

@@ -2,13 +2,15 @@
 
 Brute force (``bruteforce.py``) enumerates every valid schedule and scores it with the
 referee, so "exact optimum == brute force" checks the whole chain: LCA rows, rates, link
-loads, completion indicators, life rule, unfinished charge and decoding.
+loads, restart losses, completion indicators, life rule, unfinished charge and decoding;
+encoding sampled valid schedules checks the other direction point by point.
 """
 from __future__ import annotations
 
 import importlib.util
 import random
 import sys
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -21,7 +23,10 @@ from placement.exact_referee import solve_exact_model
 from placement.formulation.exact import formulate_exact
 from placement.formulation.per_machine import formulate
 from placement.instance import Instance, InstanceError, Job
+from placement.schedule import Allocation, Schedule
+from placement.solve import solve
 from placement.topology import Link, Machine, Switch, Topology
+from solvers.check import violations
 from solvers.lp import solve_lp
 from solvers.result import Status
 
@@ -75,7 +80,7 @@ def tiny(seed: int, restarts: bool = False) -> Instance:
 def cases(restarts: bool) -> tuple:
     """(instance, brute-force optimum, its schedule, exact outcome) for the enumerable seeds."""
     out = []
-    for seed in range(40 if not restarts else 10):
+    for seed in range(40 if not restarts else 30):
         inst = tiny(seed + 1000 * restarts, restarts)
         try:
             best, schedule, _ = BF.optimum(inst, limit=LIMIT)
@@ -85,8 +90,9 @@ def cases(restarts: bool) -> tuple:
     return tuple(out)
 
 
-def test_exact_optimum_equals_brute_force():
-    runs = cases(False)
+@pytest.mark.parametrize("restarts", [False, True])
+def test_exact_optimum_equals_brute_force(restarts):
+    runs = cases(restarts)
     assert len(runs) >= 15
     for inst, best, _, out in runs:
         assert out.exact, inst.name
@@ -125,15 +131,120 @@ def test_lp_bound_is_below_the_exact_optimum():
         assert lp.objective <= best + 1e-6 * max(1.0, best), inst.name
 
 
-def test_with_restarts_the_model_is_a_flagged_relaxation():
+def test_restart_sample_covers_the_interesting_cases():
     runs = cases(True)
-    assert len(runs) >= 4
-    for inst, best, _, out in runs:
-        assert not out.exact and "relaxation" in out.message
-        assert out.status is Status.OPTIMAL
-        assert out.bound <= best + 1e-6, inst.name       # loss-free progress only helps
-        assert out.objective >= best - 1e-6, inst.name   # a valid schedule scored with losses
-    assert any(out.bound < best - 1 for _, best, _, out in runs)  # and the relaxation is not tight
+    dt = runs[0][0].slot_seconds
+    restarts = {j.restart_seconds for inst, *_ in runs for j in inst.jobs}
+    assert min(restarts) < dt <= max(restarts)                 # r < Delta and r >= Delta (a lost slot)
+    free = [solve_exact_model(replace(inst, jobs=tuple(replace(j, restart_seconds=0.0) for j in inst.jobs)))
+            for inst, *_ in runs]
+    assert sum(f.objective < best - 1 for f, (_, best, _, _) in zip(free, runs)) >= 3   # the losses matter
+    assert any(r.reconfigurations > len(inst.jobs) for inst, _, _, out in runs for r in [out.report])
+
+
+def sample_schedules(inst: Instance, count: int, seed: int) -> list:
+    """Up to ``count`` distinct valid schedules drawn slot by slot from brute force's options."""
+    alone = [BF.job_options(inst, j) for j in range(len(inst.jobs))]
+    options = [BF.slot_options(inst, t, alone) for t in range(inst.horizon)]
+    rng = random.Random(seed)
+    out = {}
+    for _ in range(20 * count):
+        schedule = Schedule.from_allocations({t: rng.choice(opts) for t, opts in enumerate(options)}, inst.name)
+        if not validate(inst, schedule):
+            out.setdefault(schedule.slots, schedule)
+        if len(out) == count:
+            break
+    return list(out.values())
+
+
+def _moves(inst: Instance, schedule: Schedule) -> tuple[bool, bool]:
+    """(some job pauses and resumes, some job runs on other machines in the next slot)."""
+    where = {(a.job, s.t): set() for s in schedule.slots for a in s.allocations}
+    for s in schedule.slots:
+        for a in s.allocations:
+            where[a.job, s.t].add(a.machine)
+    ran = {j: sorted(t for jj, t in where if jj == j) for j in {j for j, _ in where}}
+    resume = any(b - a > 1 for ts in ran.values() for a, b in zip(ts, ts[1:]))
+    move = any(where[j, t] != where[j, t + 1] for j, t in where if (j, t + 1) in where)
+    return resume, move
+
+
+def test_encoded_schedules_are_feasible_points_of_their_score():
+    """Every sampled valid schedule (pauses, resumes, moves, restarts) encodes to a feasible
+    point whose objective is its MODEL.md score, and decodes back to that score."""
+    resumes = moves = 0
+    for inst, _, best_schedule, _ in cases(True)[:10]:
+        problem, decoder = formulate_exact(inst)
+        for schedule in [best_schedule, *sample_schedules(inst, 12, seed=len(inst.jobs))]:
+            x = decoder.encode(schedule)
+            assert violations(problem, x) == [], inst.name
+            assert problem.objective(x) == pytest.approx(score(inst, schedule).objective, rel=1e-9), inst.name
+            back = decoder.decode(x).to_schedule(inst.name)
+            assert validate(inst, back) == []
+            assert score(inst, back).objective == pytest.approx(score(inst, schedule).objective, rel=1e-9)
+            resume, move = _moves(inst, schedule)
+            resumes, moves = resumes + resume, moves + move
+    assert resumes >= 3 and moves >= 3
+
+
+def test_encode_renames_interchangeable_machines_into_the_model_order():
+    inst = Instance(slot_seconds=10, horizon=2, resources=RESOURCES,
+                    topology=star(3, capacity={"gpu": 2, "cpu": 2, "mem": 8}, link_gbps=10),
+                    jobs=(Job(id="a", arrival=0, work_batches=150, batch_seconds=0.1, worker={"gpu": 1}, ps={"cpu": 1},
+                              max_workers=2, worker_gbps=1, ps_gbps=2, restart_seconds=3),), name="three")
+    problem, decoder = formulate_exact(inst)
+    assert decoder.classes == [[0, 1, 2]]
+    last = inst.topology.machines[2].id                     # the job on the last machine: out of order
+    schedule = Schedule.from_allocations({0: [Allocation("a", last, 2, 1)], 1: [Allocation("a", last, 2, 1)]})
+    x = decoder.encode(schedule)
+    assert violations(problem, x) == [] and problem.objective(x) == pytest.approx(score(inst, schedule).objective)
+    assert {a.machine for s in decoder.decode(x).to_schedule().slots for a in s.allocations} == {"m0"}
+
+
+def test_encode_refuses_invalid_schedules_and_what_the_model_cannot_hold():
+    inst = Instance.load(EXAMPLES / "local.json")
+    _, decoder = formulate_exact(inst)
+    with pytest.raises(ValueError, match="not a valid schedule"):
+        decoder.encode(Schedule.load(EXAMPLES / "local.invalid.json"))
+    # a valid schedule with 2 PSs where min_ps(max_workers) = 1: the model bounds the PS count by 1
+    inst = Instance(slot_seconds=10, horizon=1, resources=RESOURCES, topology=star(1, capacity={"gpu": 1, "cpu": 2}),
+                    jobs=(Job(id="a", arrival=0, work_batches=50, batch_seconds=0.1, worker={"gpu": 1},
+                              ps={"cpu": 1}, max_workers=1, worker_gbps=1, ps_gbps=1),), name="two-ps")
+    extra_ps = Schedule.from_allocations({0: [Allocation("a", "m0", 1, 2)]})
+    assert validate(inst, extra_ps) == []
+    with pytest.raises(ValueError, match="cannot hold its placement"):
+        formulate_exact(inst)[1].encode(extra_ps)
+    out = solve_exact_model(inst, start=extra_ps)          # the solve goes on without the start
+    assert "MIP start not used" in out.message and out.status is Status.OPTIMAL and out.objective == 10
+
+
+def test_earliest_completion_fixes_early_indicators():
+    # 300 batches at 2 workers x 100 per 10-s slot: not before the second slot, the first one
+    # losing 6 s to the start: 2 x 40 + 200 = 280 < 300, so not before the third either
+    inst = Instance(slot_seconds=10, horizon=4, resources=RESOURCES, topology=star(1, capacity={"gpu": 2, "cpu": 2}),
+                    jobs=(Job(id="a", arrival=0, work_batches=300, batch_seconds=0.1, worker={"gpu": 1},
+                              ps={"cpu": 1}, max_workers=2, worker_gbps=1, ps_gbps=1, restart_seconds=6),),
+                    name="early")
+    problem, decoder = formulate_exact(inst)
+    assert problem.upper[decoder.z0 + np.arange(4)].tolist() == [0, 0, 1, 1]
+    out = solve_exact_model(inst)
+    assert out.status is Status.OPTIMAL and out.objective == pytest.approx(30) == BF.optimum(inst)[0]
+
+
+def test_start_is_encoded_and_never_beaten_by_a_worse_incumbent():
+    inst = _mid()
+    start = solve(inst, solver="greedy").schedule
+    out = solve_exact_model(inst, time_limit=0.5, start=start)
+    assert out.schedule is not None and validate(inst, out.schedule) == []
+    assert out.objective <= score(inst, start).objective + 1e-9
+    assert out.status in (Status.FEASIBLE, Status.OPTIMAL) and "MIP start not used" not in out.message
+    assert out.bound is None or out.bound <= out.objective + 1e-6
+
+
+def test_invalid_start_is_refused():
+    inst = Instance.load(EXAMPLES / "local.json")
+    with pytest.raises(ValueError, match="start: not a valid schedule"):
+        solve_exact_model(inst, start=Schedule.load(EXAMPLES / "local.invalid.json"))
 
 
 @pytest.mark.parametrize("name, optimum", [("bottleneck", 300.0), ("racks", 240.0)])
@@ -145,13 +256,15 @@ def test_examples_reach_the_hand_checked_optimum(name, optimum):
     assert validate(inst, out.schedule) == []
 
 
-def test_local_example_has_restarts_and_is_flagged():
+def test_local_example_with_restarts_is_exact():
     inst = Instance.load(EXAMPLES / "local.json")
+    assert any(j.restart_seconds > 0 for j in inst.jobs)
     out = solve_exact_model(inst)
-    assert not out.exact and "job(s) b" in out.message and "relaxation" in out.message
+    assert out.exact and out.message == "Optimal" and out.status is Status.OPTIMAL
     assert validate(inst, out.schedule) == []
-    # the shipped valid schedule scores 480, so the bound may not exceed it
-    assert out.bound <= 480 + 1e-6 <= out.objective + 1e-6
+    # the shipped valid schedule scores 480, and the bound proves nothing scores less
+    assert out.objective == pytest.approx(480) == score(inst, Schedule.load(EXAMPLES / "local.valid.json")).objective
+    assert out.bound == pytest.approx(480)
 
 
 def test_job_that_cannot_run_is_charged_unfinished():
@@ -194,12 +307,16 @@ def test_decoder_drops_tasks_after_the_actual_completion():
     assert validate(inst, schedule) == []
 
 
-def test_time_limit_gives_a_clear_status():
+def _mid() -> Instance:
     jobs = tuple(Job(id=f"j{k}", arrival=k % 3, work_batches=3000 + 700 * k, batch_seconds=0.1, gradient_mb=20,
                      worker={"gpu": 1, "cpu": 2, "mem": 4}, ps={"cpu": 2, "mem": 4}, max_workers=4,
-                     worker_gbps=2, ps_gbps=4, weight=1 + k % 2) for k in range(6))
+                     worker_gbps=2, ps_gbps=4, weight=1 + k % 2, restart_seconds=5.0 * k) for k in range(6))
     topo = racks(2, 2, capacity={"gpu": 2, "cpu": 16, "mem": 64}, machine_gbps=10, rack_gbps=10)
-    inst = Instance(slot_seconds=60, horizon=8, resources=RESOURCES, topology=topo, jobs=jobs, name="mid")
+    return Instance(slot_seconds=60, horizon=8, resources=RESOURCES, topology=topo, jobs=jobs, name="mid")
+
+
+def test_time_limit_gives_a_clear_status():
+    inst = _mid()
     out = solve_exact_model(inst, time_limit=0.01)
     assert out.status in (Status.TIME_LIMIT, Status.FEASIBLE)
     if out.status is Status.TIME_LIMIT:
