@@ -25,7 +25,7 @@ import numpy as np
 
 from placement.formulation.job_schedules import JobSchedules
 from placement.instance import Instance
-from solvers.colgen import Column, Pricing, column_generation
+from solvers.colgen import Column, Pricing, PricingStopped, column_generation
 
 __all__ = ["ColumnBound", "column_bound", "score_lattice"]
 
@@ -59,9 +59,11 @@ def score_lattice(instance: Instance) -> float:
     return float(Fraction(num, den) * Fraction(instance.slot_seconds))
 
 
-def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> ColumnBound:
-    """The column LP's proven bound within ``time_limit`` seconds (module docstring)."""
+def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> ColumnBound | None:
+    """The column LP's proven bound within about ``time_limit`` seconds (module docstring); None when
+    not even the first pricing round (every job once) fits in it."""
     clock = time.perf_counter()
+    stop_at = np.inf if time_limit is None else clock + time_limit
     T, R = instance.horizon, len(instance.resources)
     jobs = [JobSchedules(instance, job) for job in instance.jobs]
     usage = [js.usage() for js in jobs]
@@ -70,7 +72,7 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
         usage = [np.column_stack([u[:, :R], np.zeros(len(u))]) for u in usage]  # no valid uplink row
         uplinks = 0.0
     b = np.tile(np.append(instance.capacity_matrix.sum(axis=0), uplinks), T)
-    last: dict[str, np.ndarray] = {}
+    best_lattice = [-np.inf]  # the best Lagrangian value of the lattice-cost relaxation over the rounds
 
     def column(k: int, slots: tuple[int, ...], cost: float) -> Column:
         first = jobs[k].first
@@ -87,19 +89,23 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
         per_slot = -pi.reshape(T, R + 1)
         least, lattice, cols = np.zeros(len(jobs)), np.zeros(len(jobs)), []
         for k, js in enumerate(jobs):
+            if time.perf_counter() > stop_at:
+                raise PricingStopped
             priced = js.price(per_slot @ usage[k].T if len(usage[k]) else np.zeros((T, 0)))
             least[k], lattice[k] = priced.least, priced.least_lattice
             cols.append(column(k, priced.slots, priced.cost))
-        last["lattice"] = lattice
+        best_lattice[0] = max(best_lattice[0], float(np.sum(lattice) + pi @ b))
         return Pricing(least, cols)
 
     initial = [column(k, (-1,) * (T - js.first), js.idle_cost) for k, js in enumerate(jobs)]
-    result = column_generation(b, len(jobs), price, initial, time_limit=time_limit)
+    try:
+        result = column_generation(b, len(jobs), price, initial, time_limit=time_limit)
+    except PricingStopped:
+        return None
     bound, source = result.bound, "column LP (Lagrangian)"
     q = score_lattice(instance)
-    if q > 0:
-        price(result.pi)
-        lagrangian = float(np.sum(last["lattice"]) + result.pi @ b)
+    if q > 0 and np.isfinite(best_lattice[0]):
+        lagrangian = best_lattice[0]
         rounded = math.ceil((lagrangian - LATTICE_MARGIN * max(1.0, abs(lagrangian))) / q) * q
         if rounded > bound:
             bound, source = rounded, "column LP rounded up to the score lattice"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from placement import deadline
 from placement.chain import Chain, ChainStop, EmptyIntent, Formulate, Round, SlotRules, SolveLP
+from placement.column_bound import column_bound
 from placement.deadline import TimeLimitReached
 from placement.evaluate import Report
 from placement.exact_referee import solve_exact_model
@@ -35,6 +37,10 @@ SOLVERS = ("rounding", "greedy", "exact", "lp-bound")
 MODELS = ("auto", "per-machine", "aggregated", "configuration")
 #: "auto" uses the per-machine model up to this many (job, slot, machine) triples
 AUTO_PER_MACHINE_LIMIT = 20_000
+#: a gap this small (float round-off of equal scores) proves the schedule optimal
+PROVEN_GAP = 1e-9
+#: seconds the column bound (placement.column_bound) may take beside the LP's, within any time limit
+COLUMN_BOUND_SECONDS = 10.0
 
 
 class SolveError(ValueError):
@@ -48,7 +54,7 @@ class Certificate:
     solver: str
     status: Status                  # OPTIMAL, FEASIBLE, BOUND (lp-bound), or the solver's failure
     lower_bound: float | None       # a valid lower bound on the optimal weighted JCT
-    bound_source: str | None        # "lp" or "mip"
+    bound_source: str | None        # "lp", "mip" or which column-LP argument gave it
     gap: float | None               # (objective - lower_bound) / objective
     guarantee: Guarantee | None     # rounding only
     timings: dict[str, float]
@@ -64,7 +70,7 @@ class Certificate:
         full with ``verbose``."""
         lines = [f"solver            {self.solver} ({self.status.value})"]
         if self.lower_bound is not None:
-            model = f", {self.model} model" if self.model else ""
+            model = f", {self.model} model" if self.model and self.bound_source == "lp" else ""
             lines.append(f"lower bound       {self.lower_bound:.6g} s ({self.bound_source}{model})")
         if self.gap is not None:
             lines.append(f"gap to bound      {self.gap:.2%}")
@@ -156,13 +162,25 @@ def _check_args(solver: str, seed: Any, time_limit: Any, trials: Any) -> None:
         raise SolveError(f"trials must be a positive integer, got {trials!r}")
 
 
-def _lp_bound(instance: Instance, model: str) -> tuple[float | None, dict[str, float]]:
-    """The LP lower bound (None if the LP failed) and the chain's timings."""
+def _lp_bound(instance: Instance, model: str) -> tuple[float | None, str | None, dict[str, float]]:
+    """The stronger of the LP and column bounds (None if neither came), its source and the timings."""
     try:
         _, trace = Chain([Formulate(model), SolveLP()]).apply(instance)
     except ChainStop as stop:
-        return None, stop.trace.timings
-    return trace.bound, trace.timings
+        return None, None, stop.trace.timings
+    timings = dict(trace.timings)
+    return (*_strongest(instance, trace.bound, "lp" if trace.bound is not None else None, timings), timings)
+
+
+def _strongest(instance: Instance, bound: float | None, source: str | None,
+               timings: dict[str, float]) -> tuple[float | None, str | None]:
+    """``bound`` or the column bound, whichever is higher (both are proven), with its source."""
+    clock = time.perf_counter()
+    cb = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
+    timings["column bound"] = time.perf_counter() - clock
+    if cb is not None and (bound is None or cb.bound > bound):
+        return cb.bound, cb.source
+    return bound, source
 
 
 def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, model: str,
@@ -186,35 +204,39 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
         return Solution(None, None, Certificate(name, Status.ERROR, None, None, None, None, trace.timings,
                                                 message=f"LP relaxation: {lp.status.value} ({lp.message})",
                                                 model=model))
+    timings = dict(trace.timings)
+    try:
+        bound, source = _strongest(instance, trace.bound, "lp", timings)
+    except TimeLimitReached:  # the LP's bound stands; the schedule in hand is not lost to the column bound
+        bound, source = trace.bound, "lp"
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", Status.BOUND, trace.bound, "lp", None, None, trace.timings,
+        return Solution(None, None, Certificate("lp-bound", Status.BOUND, bound, source, None, None, timings,
                                                 model=model))
     schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
     note = f"time limit reached: the best of the first {out.checked} candidates" if out.timed_out else ""
-    return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, trace.bound, "lp", trace.guarantee,
-                   trace.timings, seed=seed, trials=trials, valid_trials=out.checked, model=model, message=note)
+    return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, bound, source, trace.guarantee,
+                   timings, seed=seed, trials=trials, valid_trials=out.checked, model=model, message=note)
 
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
     # the schedule first, the (optional) bound after: a time limit then costs the bound, not the schedule
     out = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
     timings: dict[str, float] = {}
-    bound, note = None, ""
+    bound, source, note = None, None, ""
     if with_bound:
         try:
-            bound, timings = _bound_in_time(instance, model)
+            bound, source, timings = _bound_in_time(instance, model)
         except TimeLimitReached as stop:
             trace = getattr(stop, "trace", None)
             timings = dict(trace.timings) if trace is not None else {}
             note = f"no lower bound: {stop}"
     timings["greedy"] = out.trace.timings["greedy"]
     schedule = replace(out.schedule, extra={"solver": "greedy"})
-    return _finish(instance, schedule, out.report, "greedy", Status.FEASIBLE, bound,
-                   "lp" if bound is not None else None, None, timings, model=model if bound is not None else None,
-                   message=note)
+    return _finish(instance, schedule, out.report, "greedy", Status.FEASIBLE, bound, source, None, timings,
+                   model=model if bound is not None else None, message=note)
 
 
-def _bound_in_time(instance: Instance, model: str) -> tuple[float | None, dict[str, float]]:
+def _bound_in_time(instance: Instance, model: str) -> tuple[float | None, str | None, dict[str, float]]:
     """:func:`_lp_bound`, but under a deadline in a thread given only the time left: the
     schedule in hand is not lost to a model build or an LP that cannot be interrupted (the
     thread is abandoned; its own deadline checks end it at its next step)."""
@@ -260,6 +282,9 @@ def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str,
     """Attach the bound to the referee's report of the chosen schedule: the only way a
     schedule leaves the pipeline (the chain's referee has checked it once)."""
     report = report if bound is None else report.with_bound(bound)
+    if status is Status.FEASIBLE and report.gap is not None and report.gap <= PROVEN_GAP:
+        status = Status.OPTIMAL  # the schedule meets a proven lower bound: nothing scores less
+        extra["message"] = "; ".join(filter(None, (extra.get("message", ""), f"optimal: it meets the {bound_source} bound")))
     schedule = replace(schedule, instance=instance.name,
                        extra={**schedule.extra, "objective": report.objective,
                               **({"lower_bound": bound} if bound is not None else {})})

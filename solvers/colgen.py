@@ -29,7 +29,11 @@ import scipy.sparse as sp
 from solvers.lp import solve_lp
 from solvers.problem import Problem
 
-__all__ = ["Column", "Pricing", "ColumnGenResult", "column_generation"]
+__all__ = ["Column", "Pricing", "PricingStopped", "ColumnGenResult", "column_generation"]
+
+
+class PricingStopped(Exception):
+    """Raised by a pricing oracle that ran out of time part-way: the rounds before it still count."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ def column_generation(b: np.ndarray, n_blocks: int, price: Callable[[np.ndarray]
     """Alternate master LP and pricing until no column prices out, the bound meets the master within
     ``rel_gap``, or ``time_limit`` seconds pass; every round's pricing is also a bound (module docstring).
 
-    ``initial`` must give every block a column (a zero-usage one keeps the master feasible)."""
+    ``initial`` must give every block a column (a zero-usage one keeps the master feasible).  An oracle
+    may raise :class:`PricingStopped`: the best bound so far is returned (re-raised in the first round)."""
     b = np.asarray(b, dtype=np.float64)
     columns: list[Column] = list(initial)
     if {c.block for c in columns} != set(range(n_blocks)):
@@ -95,8 +100,14 @@ def column_generation(b: np.ndarray, n_blocks: int, price: Callable[[np.ndarray]
         pi = np.minimum(result.duals["pack"], 0.0)  # a packing dual of a min problem is <= 0
         mu = result.duals["cover"]
         clock = time.perf_counter()
-        priced = price(pi)
-        timings["pricing"] += time.perf_counter() - clock
+        try:
+            priced = price(pi)
+        except PricingStopped:
+            if best == -np.inf:
+                raise
+            break
+        finally:
+            timings["pricing"] += time.perf_counter() - clock
         bound = float(np.sum(priced.least) + pi @ b)
         if bound > best:
             best, best_pi = bound, pi
