@@ -1,6 +1,6 @@
 """The exact time-indexed ILP of MODEL.md: its optimum is the best weighted total JCT of any
-valid schedule, restart losses included, for every instance whose jobs have no speed table
-(the referee that rounding and the online policies are measured against).
+valid schedule, restart losses and speed tables included (the referee that rounding and
+the online policies are measured against).
 
 Variables and rows, over the whole horizon:
 
@@ -13,9 +13,11 @@ Variables and rows, over the whole horizon:
   and link loads are MODEL.md's. The per-machine PS bound min_ps(max_workers) loses nothing
   (lowering a larger count keeps the machine used, the shape met and every load no larger).
 - Work: work[j,t] = sum w * Delta / theta (TaskVariables.speed), the batches of slot t
-  before any restart loss; net[j,t] = work[j,t] - L[j,t], with the loss L of
-  :mod:`placement.formulation.restarts` (exactly MODEL.md's loss at a schedule's encoding,
-  never less at any feasible point; absent for r_j = 0).
+  before any restart loss; for a job with a speed table (MODEL.md 8) the table's rate by
+  worker count and machines spanned instead (:mod:`placement.formulation.table_rates`);
+  net[j,t] = work[j,t] - L[j,t], with the loss L of :mod:`placement.formulation.restarts`
+  (exactly MODEL.md's loss at a schedule's encoding, never less at any feasible point;
+  absent for r_j = 0).
 - Completion: binary z[j,t] ("completed by the end of t"), t = a_j .. T-1, with
   progress  sum_{t' <= t} net[j,t'] >= B_j (1 - 1e-9) z[j,t];  monotone  z[j,t] <= z[j,t+1];
   life  sum_v y[j,t,v] + z[j,t-1] <= 1;  remainder  rem_j >= B_j - sum_t net[j,t] - B_j z[j,T-1],
@@ -40,10 +42,6 @@ Cuts that keep an optimal schedule (so the optimum is unchanged):
   score. Among the renamings of an optimal schedule one orders each class by its load
   sum_t sum (w alpha + s beta) / capacity non-increasingly; the rows load(h_i) >= load(h_i+1)
   keep exactly those (the encoding renames a schedule this way first).
-
-A speed table (MODEL.md 8) is credited the table's best rate per worker, which never
-under-states progress: the model is then a relaxation (``ExactDecoder.exact`` False), its
-bound still a lower bound, its schedule (scored with the table) possibly not optimal.
 """
 from __future__ import annotations
 
@@ -54,6 +52,7 @@ import numpy as np
 from placement.evaluate import evaluate
 from placement.formulation.restarts import JobSlots, RestartLosses, Terms
 from placement.formulation.rows import Rows
+from placement.formulation.table_rates import TableRates
 from placement.formulation.tasks import S, W, Y, TaskVariables
 from placement.instance import COMPLETE, Instance
 from placement.intent import Intent
@@ -69,13 +68,16 @@ __all__ = ["ExactDecoder", "formulate_exact", "interchangeable"]
 class ExactDecoder:
     """Inverse of :func:`formulate_exact` (a vector back to an Intent that is already valid;
     the chain writes it as it stands, see :class:`placement.chain.AsPlanned`) and its
-    forward map (a valid schedule to a feasible vector of the same objective)."""
+    forward map (a valid schedule to a feasible vector of the same objective). ``exact``
+    (always True: the model is exact for every instance) and ``message`` are what the
+    chain's trace reports."""
 
     core: TaskVariables
     exact: bool
     message: str
     problem: Problem
     slots: JobSlots
+    tables: TableRates
     restarts: RestartLosses
     u_task: np.ndarray      # task columns of spread options ...
     u_of_task: np.ndarray   # ... and the u each one enters (u columns follow the task variables)
@@ -112,6 +114,7 @@ class ExactDecoder:
         done = np.array([o.completion_slot if o.finished else inst.horizon for o in report.jobs])
         x[self.z0 + np.arange(self.slots.n)] = self.slots.slot >= done[self.slots.job]
         x[self.rem0 + np.arange(len(inst.jobs))] = [0.0 if o.finished else o.remaining_batches for o in report.jobs]
+        x[np.concatenate([self.tables.q_col, self.tables.b_col])] = self.tables.values(x)
         x[np.concatenate([self.restarts.loss_col, self.restarts.rho_col])] = self.restarts.values(x)
         bad = violations(self.problem, x)
         if bad:
@@ -167,11 +170,13 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     slots = JobSlots(instance)
     z0, rem0 = core.n + n_u, core.n + n_u + slots.n
     z_idx, rem_idx = z0 + np.arange(slots.n), rem0 + np.arange(J)
-    w = core.w_idx
-    work = Terms(slots.key(core.job[w], core.slot[w]), w, core.speed[w])
-    most = _most_work(core)
-    restarts = RestartLosses(core, slots, work, most, rem0 + J)
-    n = rem0 + J + restarts.n
+    tables = TableRates(core, slots, rem0 + J)
+    w = core.w_idx[~tables.table[core.job[core.w_idx]]]
+    work = Terms(*(np.concatenate([a, c]) for a, c in zip(
+        Terms(slots.key(core.job[w], core.slot[w]), w, core.speed[w]), tables.work)))
+    most = np.where(tables.table, tables.most, _most_work(core))
+    restarts = RestartLosses(core, slots, work, most, rem0 + J + tables.n)
+    n = rem0 + J + tables.n + restarts.n
 
     B = np.array([j.work_batches for j in jobs], dtype=float)
     weight = np.array([j.weight for j in jobs], dtype=float)
@@ -183,9 +188,9 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     # earliest completion: M_j (t - a_j + 1 - f_j) batches at most by the end of t
     reach = (most * (1 - restarts.frac))[slots.job] + most[slots.job] * (slots.slot - slots.arrival[slots.job])
     z_upper = np.where(reach * (1 + 1e-9) < COMPLETE * B[slots.job], 0.0, 1.0)
-    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, restarts.upper])
+    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, tables.upper, restarts.upper])
     integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(slots.n, bool),
-                              np.zeros(J, bool), restarts.integer])
+                              np.zeros(J, bool), tables.integer, restarts.integer])
 
     # packing: the task variables' capacity/link rows, then life rows  Y[j,t] + z[j,t-1] <= 1
     packing, pack_names = core.packing()
@@ -215,6 +220,7 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     step = np.flatnonzero(slots.slot < T - 1)
     general.add(len(step), [(np.arange(len(step)), z_idx[step], 1.0), (np.arange(len(step)), z_idx[step] + 1, -1.0)],
                 -np.inf, 0.0)
+    tables.rows(general)
     restarts.rows(general)
     classes = interchangeable(instance)
     _symmetry_rows(core, classes, general)
@@ -223,12 +229,7 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     problem = Problem(c=cost, sense="min", A=A, b=b, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper, integer=integer,
                       groups=core.choice_groups(), offset=offset, name=f"placement-exact:{instance.name}",
                       pack_names=pack_names)
-    tables = [j.id for j in jobs if j.speed is not None]
-    message = "" if not tables else (
-        f"speed tables on job(s) {', '.join(tables)}: the exact model credits each worker the table's best rate "
-        "per worker, so it is a relaxation (its bound is a valid lower bound; its schedule, scored by MODEL.md, "
-        "may not be optimal)")
-    return problem, ExactDecoder(core, not tables, message, problem, slots, restarts, u_task, u_of_task, z0, rem0,
+    return problem, ExactDecoder(core, True, "", problem, slots, tables, restarts, u_task, u_of_task, z0, rem0,
                                  classes)
 
 

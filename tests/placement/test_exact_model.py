@@ -25,6 +25,7 @@ from placement.formulation.per_machine import formulate
 from placement.instance import Instance, InstanceError, Job
 from placement.schedule import Allocation, Schedule
 from placement.solve import solve
+from placement.speed import SpeedTable
 from placement.topology import Link, Machine, Switch, Topology
 from solvers.check import violations
 from solvers.lp import solve_lp
@@ -245,6 +246,45 @@ def test_invalid_start_is_refused():
     inst = Instance.load(EXAMPLES / "local.json")
     with pytest.raises(ValueError, match="start: not a valid schedule"):
         solve_exact_model(inst, start=Schedule.load(EXAMPLES / "local.invalid.json"))
+
+
+def multi_table(seed: int) -> Instance:
+    """<= 2 jobs with speed tables whose spread rate differs on 2 and on 3 machines, on star:3."""
+    rng = random.Random(seed)
+    topo = star(3, capacity={"gpu": rng.choice([1, 2]), "cpu": rng.choice([1, 2]), "mem": 8}, local_gbps=50,
+                link_gbps=rng.choice([2, 8]))
+    jobs = []
+    for k in range(rng.choice([1, 2])):
+        one = rng.uniform(5, 20)
+        local = [one, one * rng.uniform(1.2, 1.9)]
+        two = [one * rng.uniform(0.6, 1.0), local[1] * rng.uniform(0.5, 1.2)]
+        three = [r * rng.uniform(0.3, 1.3) for r in two]
+        jobs.append(Job(id=f"j{k}", arrival=rng.choice([0, 0, 1]), work_batches=round(rng.uniform(0.4, 2.0) * one * 10, 1),
+                        batch_seconds=0.1, worker={"gpu": 1}, ps={"cpu": 1}, max_workers=2, worker_gbps=1,
+                        ps_gbps=rng.choice([1, 2]), weight=rng.choice([1, 2]), restart_seconds=rng.choice([0, 3, 12]),
+                        speed=SpeedTable(1, tuple(local), ((2, tuple(two)), (3, tuple(three))))))
+    return Instance(slot_seconds=10.0, horizon=rng.choice([2, 3]), resources=RESOURCES, topology=topo,
+                    jobs=tuple(jobs), name=f"multi{seed}")
+
+
+def test_speed_tables_are_exact_against_brute_force():
+    """The table's rate by worker count and machines spanned (rows for 2 and 3 machines)."""
+    spans = 0
+    for seed in (1, 2, 10, 13, 24, 25, 26, 28):        # enumerable in well under a second each
+        inst = multi_table(seed)
+        best, schedule, _ = BF.optimum(inst, limit=5000)
+        out = solve_exact_model(inst, time_limit=30)
+        assert out.exact and out.status is Status.OPTIMAL, inst.name
+        assert out.objective == pytest.approx(best, rel=1e-9, abs=1e-6), inst.name
+        assert out.bound == pytest.approx(best, rel=1e-6, abs=1e-6), inst.name
+        problem, decoder = formulate_exact(inst)
+        for sample in [schedule, *sample_schedules(inst, 8, seed)]:
+            x = decoder.encode(sample)
+            assert violations(problem, x) == [], inst.name
+            assert problem.objective(x) == pytest.approx(score(inst, sample).objective, rel=1e-9), inst.name
+            spans += any(len({a.machine for a in s.allocations if a.job == j.id}) == 3
+                         for s in sample.slots for j in inst.jobs)
+    assert spans >= 3
 
 
 @pytest.mark.parametrize("name, optimum", [("bottleneck", 300.0), ("racks", 240.0)])
