@@ -29,6 +29,8 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from placement import deadline
+from placement.column_bound import ColumnBound, column_bound
+from placement.column_plan import column_plan
 from placement.deadline import TimeLimitReached
 from placement.evaluate import Report, evaluate
 from placement.formulation import FORMULATIONS, Decoder
@@ -201,6 +203,26 @@ class AsPlanned(_Forward):
 
     def invert(self, intent: Intent, trace: Trace) -> Schedule:
         return intent.to_schedule(trace.instance.name)
+
+
+class ColumnPlan(_Forward):
+    """Instance -> the column LP's plan (:mod:`placement.column_plan`) as the one candidate, and the
+    column bound (computed here, or the one given) as the trace's bound."""
+
+    def __init__(self, bound: ColumnBound | None = None, time_limit: float | None = 10.0):
+        self.bound, self.time_limit = bound, time_limit
+
+    def apply(self, instance: Instance, trace: Trace) -> list[Intent]:
+        clock = time.perf_counter()
+        bound = self.bound or column_bound(instance, time_limit=deadline.remaining(self.time_limit))
+        trace.time("column bound", clock)
+        if bound is None:
+            return []
+        trace.bound, trace.bound_source = bound.bound, bound.source
+        clock = time.perf_counter()
+        plan = column_plan(instance, bound)
+        trace.time("column plan", clock)
+        return [] if plan is None else [plan]
 
 
 class EmptyIntent(_Forward):

@@ -47,6 +47,9 @@ class ColumnBound:
     rounds: int
     converged: bool
     seconds: float
+    columns: tuple[Column, ...] = ()       # every column generated (payload: config index per slot)
+    capacity: np.ndarray | None = None     # the shared rows' right-hand sides
+    jobs: tuple[JobSchedules, ...] = ()    # per job its configurations, in instance order
 
 
 def score_lattice(instance: Instance) -> float:
@@ -110,7 +113,8 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
         if rounded > bound:
             bound, source = rounded, "column LP rounded up to the score lattice"
     return ColumnBound(bound=bound, source=source, lp_value=result.lp_value, lagrangian=result.bound,
-                       rounds=result.rounds, converged=result.converged, seconds=time.perf_counter() - clock)
+                       rounds=result.rounds, converged=result.converged, seconds=time.perf_counter() - clock,
+                       columns=tuple(result.columns), capacity=b, jobs=tuple(jobs))
 
 
 def _uplink_total(instance: Instance) -> float:

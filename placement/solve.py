@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from placement import deadline
-from placement.chain import Chain, ChainStop, EmptyIntent, Formulate, Round, SlotRules, SolveLP
-from placement.column_bound import column_bound
+from placement.chain import Chain, ChainStop, ColumnPlan, EmptyIntent, Formulate, Round, SlotRules, SolveLP
+from placement.column_bound import ColumnBound, column_bound
 from placement.deadline import TimeLimitReached
 from placement.evaluate import Report
 from placement.exact_referee import solve_exact_model
@@ -39,6 +39,8 @@ MODELS = ("auto", "per-machine", "aggregated", "configuration")
 AUTO_PER_MACHINE_LIMIT = 20_000
 #: a gap this small (float round-off of equal scores) proves the schedule optimal
 PROVEN_GAP = 1e-9
+#: seconds the exact referee's start (a rounding solve, with its bounds) may take of its time limit
+EXACT_START_SECONDS = 20.0
 #: seconds the column bound (placement.column_bound) may take beside the LP's, within any time limit
 COLUMN_BOUND_SECONDS = 10.0
 
@@ -147,7 +149,7 @@ def _solve(instance: Instance, solver: str, seed: int, time_limit: float | None,
     if solver == "greedy":
         return _greedy(instance, bound, model)
     if solver == "exact":
-        return _exact(instance, time_limit, exact_backend)
+        return _exact(instance, time_limit, exact_backend, model)
     return _rounding(instance, seed, time_limit, trials, model, bound_only=solver == "lp-bound")
 
 
@@ -172,19 +174,21 @@ def _lp_bound(instance: Instance, model: str) -> tuple[float | None, str | None,
     return (*_strongest(instance, trace.bound, "lp" if trace.bound is not None else None, timings), timings)
 
 
-def _strongest(instance: Instance, bound: float | None, source: str | None,
-               timings: dict[str, float]) -> tuple[float | None, str | None]:
-    """``bound`` or the column bound, whichever is higher (both are proven), with its source."""
-    clock = time.perf_counter()
-    cb = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
-    timings["column bound"] = time.perf_counter() - clock
-    if cb is not None and (bound is None or cb.bound > bound):
-        return cb.bound, cb.source
+def _strongest(instance: Instance, bound: float | None, source: str | None, timings: dict[str, float],
+               columns: ColumnBound | None = None) -> tuple[float | None, str | None]:
+    """``bound`` or the column bound (``columns``, else computed here), whichever is higher (both are
+    proven), with its source."""
+    if columns is None:
+        clock = time.perf_counter()
+        columns = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
+        timings["column bound"] = time.perf_counter() - clock
+    if columns is not None and (bound is None or columns.bound > bound):
+        return columns.bound, columns.source
     return bound, source
 
 
 def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, model: str,
-              bound_only: bool) -> Solution:
+              bound_only: bool, columns: ColumnBound | None = None) -> Solution:
     name = "lp-bound" if bound_only else "rounding"
     steps = [Formulate(model), SolveLP(time_limit)] + ([] if bound_only else [Round(trials, seed)])
     chain = Chain(steps if bound_only else [SlotRules(), *steps])
@@ -206,7 +210,7 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
                                                 model=model))
     timings = dict(trace.timings)
     try:
-        bound, source = _strongest(instance, trace.bound, "lp", timings)
+        bound, source = _strongest(instance, trace.bound, "lp", timings, columns)
     except TimeLimitReached:  # the LP's bound stands; the schedule in hand is not lost to the column bound
         bound, source = trace.bound, "lp"
     if bound_only:
@@ -264,16 +268,33 @@ def _capture(run, *args):
         return None, exc
 
 
-def _exact(instance: Instance, time_limit: float | None, backend: str) -> Solution:
-    out = solve_exact_model(instance, backend=backend, time_limit=60.0 if time_limit is None else time_limit)
-    if out.schedule is None:
-        cert = Certificate(f"exact:{out.solver}", out.status, out.bound, "mip", None, None,
-                           dict(out.timings), exact=out.exact, message=out.message)
-        return Solution(None, None, cert)
+def _exact(instance: Instance, time_limit: float | None, backend: str, model: str) -> Solution:
+    """The referee: the best of rounding, greedy and the column plan as the start, the strongest bound
+    at hand (LP or column LP), and the exact ILP only when the start does not already meet that bound."""
+    clock = time.perf_counter()
+    columns = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
+    timings = {"column bound": time.perf_counter() - clock}
+    clock = time.perf_counter()
+    rounding = _rounding(instance, 0, deadline.remaining(EXACT_START_SECONDS), 32, model, False, columns)
+    starts = [Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance),
+              *([Chain([SlotRules(), ColumnPlan(columns)]).run(instance)] if columns is not None else [])]
+    found = [(s.schedule, s.report) for s in [rounding, *starts] if s.report is not None]
+    schedule, report = min(found, key=lambda pair: pair[1].objective)
+    bound, source = rounding.certificate.lower_bound, rounding.certificate.bound_source
+    timings["start"] = time.perf_counter() - clock
+    if bound is not None and report.objective <= bound * (1 + PROVEN_GAP):
+        return _finish(instance, replace(schedule, extra={"solver": "exact"}), report, "exact", Status.OPTIMAL,
+                       bound, source, None, timings, exact=True,
+                       message=f"the start meets the {source} bound: optimal without the ILP")
+    out = solve_exact_model(instance, backend=backend, start=schedule,
+                            time_limit=deadline.remaining(60.0 if time_limit is None else None))
+    timings.update(out.timings)
+    if out.bound is not None and (bound is None or out.bound > bound):
+        bound, source = out.bound, "mip"
+    name = f"exact:{out.solver}"
     status = Status.OPTIMAL if out.status is Status.OPTIMAL and out.exact else Status.FEASIBLE
-    schedule = replace(out.schedule, extra={"solver": f"exact:{out.solver}"})
-    return _finish(instance, schedule, out.report, f"exact:{out.solver}", status, out.bound, "mip",
-                   None, dict(out.timings), exact=out.exact, message=out.message)
+    return _finish(instance, replace(out.schedule, extra={"solver": name}), out.report, name, status, bound,
+                   source, None, timings, exact=out.exact, message=out.message)
 
 
 def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str, status: Status,

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from solvers.lp import solve_lp
 from solvers.problem import Problem
 
-__all__ = ["Column", "Pricing", "PricingStopped", "ColumnGenResult", "column_generation"]
+__all__ = ["Column", "Pricing", "PricingStopped", "ColumnGenResult", "column_generation", "restricted_master"]
 
 
 class PricingStopped(Exception):
@@ -91,7 +91,7 @@ def column_generation(b: np.ndarray, n_blocks: int, price: Callable[[np.ndarray]
     while rounds < max_rounds:
         rounds += 1
         clock = time.perf_counter()
-        result = solve_lp(_master(columns, b, n_blocks))
+        result = solve_lp(restricted_master(columns, b, n_blocks))
         timings["master"] += time.perf_counter() - clock
         if not result.success or result.duals is None:
             raise RuntimeError(f"column_generation: the restricted master failed ({result.status.value}: "
@@ -131,8 +131,9 @@ def _key(c: Column) -> tuple:
     return (c.block, round(c.cost, 9), c.rows.tobytes(), np.round(c.values, 12).tobytes())
 
 
-def _master(columns: list[Column], b: np.ndarray, n_blocks: int) -> Problem:
-    """The restricted master over ``columns``: packing rows b, one convexity (covering) row per block."""
+def restricted_master(columns: Sequence[Column], b: np.ndarray, n_blocks: int, *, integer: bool = False) -> Problem:
+    """The master over ``columns``: packing rows b, one convexity (covering) row per block; with
+    ``integer``, one whole column per block (price-and-branch: a heuristic over the columns found)."""
     n = len(columns)
     lengths = np.array([len(c.rows) for c in columns], dtype=np.int64)
     rows = np.concatenate([c.rows for c in columns]) if n else np.zeros(0, np.int64)
@@ -142,4 +143,4 @@ def _master(columns: list[Column], b: np.ndarray, n_blocks: int) -> Problem:
     blocks = np.array([c.block for c in columns], dtype=np.int64)
     C = sp.csr_array((np.ones(n), (blocks, np.arange(n))), shape=(n_blocks, n))
     return Problem(c=np.array([c.cost for c in columns]), sense="min", A=A, b=b, C=C, d=np.ones(n_blocks),
-                   upper=np.ones(n), name="column-master")
+                   upper=np.ones(n), integer=np.full(n, integer), name="column-master")

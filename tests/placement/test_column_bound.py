@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from placement.chain import Chain, ColumnPlan, SlotRules
 from placement.column_bound import column_bound, score_lattice
 from placement.clusters import RESOURCES, star
 from placement.formulation.job_schedules import JobSchedules
-from placement.evaluate import score
+from placement.evaluate import score, validate
+from placement.generate import generate
 from placement.greedy import greedy
 from placement.instance import Instance, InstanceError, Job
 from placement.speed import SpeedTable
@@ -136,3 +138,18 @@ def test_the_dp_matches_a_direct_enumeration_of_one_jobs_schedules():
             best = min(js.score(seq)[0] for seq in product(range(-1, len(js.configs)), repeat=slots))
             assert priced.least <= best * (1 + 1e-12)
             assert priced.cost == pytest.approx(best, rel=1e-12), (inst.name, job.id)
+
+
+@pytest.mark.parametrize("name, optimum", [("bottleneck", 300.0), ("racks", 240.0), ("local", 480.0)])
+def test_the_column_plan_is_valid_and_reaches_the_examples_optimum(name, optimum):
+    inst = Instance.load(EXAMPLES / f"{name}.json")
+    out = Chain([SlotRules(), ColumnPlan()]).run(inst)
+    assert out.schedule is not None and validate(inst, out.schedule) == []
+    assert out.report.objective == pytest.approx(optimum) and out.trace.bound == pytest.approx(optimum)
+
+
+def test_the_column_plan_beats_greedy_where_the_cluster_is_contended():
+    inst = generate(jobs=35, cluster="racks:2x4", load=4.0, seed=2)
+    plan = Chain([SlotRules(), ColumnPlan()]).run(inst)
+    assert validate(inst, plan.schedule) == []
+    assert plan.trace.bound <= plan.report.objective < score(inst, greedy(inst)).objective
