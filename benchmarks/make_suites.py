@@ -33,12 +33,22 @@ SUITES = {
     "medium": dict(clusters=["racks:2x8@25/100,gpu=4", "racks:3x4@25/100,gpu=4", "racks:4x8@25/100,gpu=2"],
                    jobs=[30, 40], replicates=2, seed_base=101, load=1.0, max_workers=8,
                    max_run_slots=6.0, slot_seconds=300.0, arrival_span=0.5, restarts=True),
+    "busy": dict(clusters=["racks:2x4@25/100,gpu=4", "racks:3x4@25/100,gpu=2"],
+                 jobs=[30, 40], replicates=2, seed_base=201, load=4.0, max_workers=8,
+                 max_run_slots=6.0, slot_seconds=300.0, arrival_span=0.5, restarts=True),
+    "large": dict(clusters=["racks:4x8@25/100,gpu=4", "racks:8x8@25/100,gpu=2"],
+                  jobs=[80, 150], replicates=2, seed_base=301, load=2.0, max_workers=8,
+                  max_run_slots=6.0, slot_seconds=300.0, arrival_span=0.5, restarts=True),
 }
 PURPOSE = {
     "small": "for an exact time-indexed ILP; which of them it proves optimal within 60 s is "
              "for the calibration with the exact solver. No restart times (`restarts=False`): "
              "with restarts the time-indexed ILP is only a relaxation.",
     "medium": "meant to be too big for the exact solver to prove optimal within 60 s.",
+    "busy": "the medium sizes on fewer GPUs with four times the arrival rate: jobs compete for "
+            "the cluster, so no schedule reaches every job's best alone.",
+    "large": "80-150 jobs on 32-64 machines: the exact ILP's size limit, for the column bound and "
+             "a long exact run on a pool.",
 }
 PARAMS = ("load", "max_workers", "max_run_slots", "slot_seconds", "arrival_span", "restarts")
 

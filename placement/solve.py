@@ -39,6 +39,8 @@ MODELS = ("auto", "per-machine", "aggregated", "configuration")
 AUTO_PER_MACHINE_LIMIT = 20_000
 #: a gap this small (float round-off of equal scores) proves the schedule optimal
 PROVEN_GAP = 1e-9
+#: the exact referee builds its ILP only up to this many (job, slot, machine) triples (memory)
+EXACT_MAX_TRIPLES = 60_000
 #: seconds the exact referee's start (a rounding solve, with its bounds) may take of its time limit
 EXACT_START_SECONDS = 20.0
 #: seconds the column bound (placement.column_bound) may take beside the LP's, within any time limit
@@ -241,29 +243,34 @@ def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
 
 
 def _bound_in_time(instance: Instance, model: str) -> tuple[float | None, str | None, dict[str, float]]:
-    """:func:`_lp_bound`, but under a deadline in a thread given only the time left: the
-    schedule in hand is not lost to a model build or an LP that cannot be interrupted (the
+    """:func:`_lp_bound` under the deadline (see :func:`_in_time`)."""
+    return _in_time("computing the lower bound", _lp_bound, instance, model)
+
+
+def _in_time(what: str, function, *args, **kwargs):
+    """``function(*args, **kwargs)`` under the current deadline, in a thread given only the time left:
+    the schedule in hand is not lost to a model build or a solver call that cannot be interrupted (the
     thread is abandoned; its own deadline checks end it at its next step)."""
     clock = deadline.current()
     if clock is None:
-        return _lp_bound(instance, model)
+        return function(*args, **kwargs)
     result: list = []
     context = contextvars.copy_context()
-    worker = threading.Thread(target=lambda: result.append(_capture(context.run, _lp_bound, instance, model)),
-                              name="lp-bound", daemon=True)
+    worker = threading.Thread(target=lambda: result.append(_capture(context.run, function, *args, **kwargs)),
+                              name=what, daemon=True)
     worker.start()
     worker.join(max(clock.remaining(), 0.0))
     if not result:
-        raise TimeLimitReached(clock.seconds, "computing the lower bound")
+        raise TimeLimitReached(clock.seconds, what)
     value, error = result[0]
     if error is not None:
         raise error
     return value
 
 
-def _capture(run, *args):
+def _capture(run, *args, **kwargs):
     try:
-        return run(*args), None
+        return run(*args, **kwargs), None
     except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
         return None, exc
 
@@ -280,14 +287,31 @@ def _exact(instance: Instance, time_limit: float | None, backend: str, model: st
               *([Chain([SlotRules(), ColumnPlan(columns)]).run(instance)] if columns is not None else [])]
     found = [(s.schedule, s.report) for s in [rounding, *starts] if s.report is not None]
     schedule, report = min(found, key=lambda pair: pair[1].objective)
-    bound, source = rounding.certificate.lower_bound, rounding.certificate.bound_source
+    bound, source = _strongest(instance, rounding.certificate.lower_bound, rounding.certificate.bound_source,
+                               timings, columns) if columns is not None else (
+        rounding.certificate.lower_bound, rounding.certificate.bound_source)
     timings["start"] = time.perf_counter() - clock
     if bound is not None and report.objective <= bound * (1 + PROVEN_GAP):
         return _finish(instance, replace(schedule, extra={"solver": "exact"}), report, "exact", Status.OPTIMAL,
                        bound, source, None, timings, exact=True,
                        message=f"the start meets the {source} bound: optimal without the ILP")
-    out = solve_exact_model(instance, backend=backend, start=schedule,
-                            time_limit=deadline.remaining(60.0 if time_limit is None else None))
+    triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
+    stopped = ""
+    if triples > EXACT_MAX_TRIPLES:
+        stopped = (f"the ILP was not built: {triples:,} (job, slot, machine) triples, above the referee's "
+                   f"{EXACT_MAX_TRIPLES:,} (its memory grows about 30 KB a triple)")
+    else:
+        try:
+            left = deadline.remaining(60.0 if time_limit is None else None)
+            # the ILP's own limit ends early enough for HiGHS to stop at a node and hand back: a solver
+            # still running when the command returns would be torn down mid-call
+            out = _in_time("solving the ILP", _ilp, instance, backend, schedule, left - min(max(2.0, 0.1 * left),
+                                                                                          0.5 * left))
+        except TimeLimitReached as stop:
+            stopped = f"the ILP did not finish: {stop}"
+    if stopped:
+        return _finish(instance, replace(schedule, extra={"solver": "exact"}), report, "exact", Status.FEASIBLE,
+                       bound, source, None, timings, exact=True, message=f"{stopped}; the start is returned")
     timings.update(out.timings)
     if out.bound is not None and (bound is None or out.bound > bound):
         bound, source = out.bound, "mip"
@@ -295,6 +319,12 @@ def _exact(instance: Instance, time_limit: float | None, backend: str, model: st
     status = Status.OPTIMAL if out.status is Status.OPTIMAL and out.exact else Status.FEASIBLE
     return _finish(instance, replace(out.schedule, extra={"solver": name}), out.report, name, status, bound,
                    source, None, timings, exact=out.exact, message=out.message)
+
+
+def _ilp(instance: Instance, backend: str, start: Schedule, seconds: float):
+    """The exact ILP from ``start`` under a deadline of its own ``seconds`` (build and solve)."""
+    with deadline.limit(seconds):
+        return solve_exact_model(instance, backend=backend, start=start, time_limit=seconds)
 
 
 def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str, status: Status,
