@@ -184,14 +184,14 @@ class SolveExact(_Forward):
 class SlotRules(_Forward):
     """Back: Intent -> a schedule that keeps every MODEL.md rule (``placement.slot_rules``)."""
 
-    def __init__(self, fill: bool = True):
-        self.fill = fill
+    def __init__(self, fill: bool = True, follow_sizes: bool = False):
+        self.fill, self.follow_sizes = fill, follow_sizes
 
     def apply(self, instance: Instance, trace: Trace) -> Instance:
         return instance
 
     def invert(self, intent: Intent, trace: Trace) -> Schedule:
-        return build_schedule(trace.instance, intent, fill=self.fill)
+        return build_schedule(trace.instance, intent, fill=self.fill, follow_sizes=self.follow_sizes)
 
 
 class AsPlanned(_Forward):
@@ -206,23 +206,27 @@ class AsPlanned(_Forward):
 
 
 class ColumnPlan(_Forward):
-    """Instance -> the column LP's plan (:mod:`placement.column_plan`) as the one candidate, and the
-    column bound (computed here, or the one given) as the trace's bound."""
+    """Instance -> the column LP's plan (:mod:`placement.column_plan`) as candidates (placed on the
+    machines, and sizes only), and the column bound (computed here, or the one given) as the trace's
+    bound.  The plan is kept, so chains that differ only in their slot rules share it."""
 
     def __init__(self, bound: ColumnBound | None = None, time_limit: float | None = 10.0):
         self.bound, self.time_limit = bound, time_limit
+        self._plans: list[Intent] | None = None
 
     def apply(self, instance: Instance, trace: Trace) -> list[Intent]:
         clock = time.perf_counter()
-        bound = self.bound or column_bound(instance, time_limit=deadline.remaining(self.time_limit))
+        if self.bound is None:
+            self.bound = column_bound(instance, time_limit=deadline.remaining(self.time_limit))
         trace.time("column bound", clock)
-        if bound is None:
+        if self.bound is None:
             return []
-        trace.bound, trace.bound_source = bound.bound, bound.source
+        trace.bound, trace.bound_source = self.bound.bound, self.bound.source
         clock = time.perf_counter()
-        plan = column_plan(instance, bound)
+        if self._plans is None:
+            self._plans = column_plan(instance, self.bound)
         trace.time("column plan", clock)
-        return [] if plan is None else [plan]
+        return list(self._plans)
 
 
 class EmptyIntent(_Forward):

@@ -73,7 +73,7 @@ __all__ = ["build_schedule", "decide_slot"]
 logger = logging.getLogger(__name__)
 
 
-def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True) -> Schedule:
+def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True, follow_sizes: bool = False) -> Schedule:
     """The schedule that follows ``intent`` as far as the rules allow (module docstring);
     valid by construction, and checked by the chain's referee."""
     tracker = ProgressTracker(instance)
@@ -85,7 +85,7 @@ def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True) -> 
         deadline.check()
         intended = intent.slots[t] if t < len(intent.slots) else {}
         residual.clear()
-        placed = decide_slot(instance, tracker, t, intended, fill=fill, residual=residual)
+        placed = decide_slot(instance, tracker, t, intended, fill=fill, residual=residual, follow_sizes=follow_sizes)
         tracker.advance(t, placed)
         by_slot[t] = [Allocation(j, h, w, s) for j in sorted(placed)
                       for h, (w, s) in sorted(placed[j].items())]

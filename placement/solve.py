@@ -283,8 +283,10 @@ def _exact(instance: Instance, time_limit: float | None, backend: str, model: st
     timings = {"column bound": time.perf_counter() - clock}
     clock = time.perf_counter()
     rounding = _rounding(instance, 0, deadline.remaining(EXACT_START_SECONDS), 32, model, False, columns)
+    plan = ColumnPlan(columns)
     starts = [Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance),
-              *([Chain([SlotRules(), ColumnPlan(columns)]).run(instance)] if columns is not None else [])]
+              *([Chain([SlotRules(follow_sizes=follow), plan]).run(instance) for follow in (False, True)]
+                if columns is not None else [])]
     found = [(s.schedule, s.report) for s in [rounding, *starts] if s.report is not None]
     schedule, report = min(found, key=lambda pair: pair[1].objective)
     bound, source = _strongest(instance, rounding.certificate.lower_bound, rounding.certificate.bound_source,
