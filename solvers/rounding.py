@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from solvers.derandomize import round_derandomized
 from solvers.guarantee import width_scale
 from solvers.problem import Problem
-from solvers.rounding_plan import RoundingPlan, is_frac, snap
+from solvers.rounding_plan import SNAP, RoundingPlan, is_frac, snap
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,10 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     vice versa) are scaled; continuous and structured variables (groups, exact-sum rows) never are.
     """
     n = problem.n
-    x = np.clip(np.asarray(x_lp, dtype=np.float64), 0.0, problem.upper)
     integer = problem.integer
+    # An integer variable can never exceed floor(upper): rounding 2.4 up under upper = 2.5 would break its bound.
+    upper = np.where(integer, np.floor(problem.upper + SNAP), problem.upper)
+    x = np.clip(np.asarray(x_lp, dtype=np.float64), 0.0, upper)
 
     opt_ind, opt_group, mem_var, mem_opt = [], [], [], []
     for g, group in enumerate(problem.groups):
@@ -124,7 +126,7 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     factor = np.ones(n)
     factor[pack_only] = s_pack
     factor[cover_only] = s_cover
-    marginal = np.minimum(factor * x, problem.upper)
+    marginal = np.minimum(factor * x, upper)
     marginal = np.where(integer, snap(marginal), marginal)
 
     # Choice groups: option probabilities and conditional member targets.
@@ -136,7 +138,7 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     opt_prob = np.where(norm[opt_group] > 0, opt_prob / np.where(norm > 0, norm, 1.0)[opt_group], 0.0)
     opt_prob = snap(opt_prob)
     y = opt_prob[mem_opt]
-    mem_cond = np.where(y > 0, np.minimum(x[mem_var] / np.where(y > 0, y, 1.0), problem.upper[mem_var]), 0.0)
+    mem_cond = np.where(y > 0, np.minimum(x[mem_var] / np.where(y > 0, y, 1.0), upper[mem_var]), 0.0)
     mem_cond = np.where(integer[mem_var], snap(mem_cond), mem_cond)
     marginal[opt_ind] = opt_prob
     marginal[mem_var] = y * mem_cond
