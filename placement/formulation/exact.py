@@ -83,6 +83,8 @@ class ExactDecoder:
     u_of_task: np.ndarray   # ... and the u each one enters (u columns follow the task variables)
     z0: int                 # column of z[k] = z0 + k
     rem0: int               # column of rem_j = rem0 + j
+    p0: int                 # column of P[k] = p0 + k
+    net: Terms              # each job-slot's net batches
     classes: list           # interchangeable machines, each class ascending
 
     def decode(self, x: np.ndarray) -> Intent:
@@ -116,6 +118,9 @@ class ExactDecoder:
         x[self.rem0 + np.arange(len(inst.jobs))] = [0.0 if o.finished else o.remaining_batches for o in report.jobs]
         x[np.concatenate([self.tables.q_col, self.tables.b_col])] = self.tables.values(x)
         x[np.concatenate([self.restarts.loss_col, self.restarts.rho_col])] = self.restarts.values(x)
+        net = self.net.total(x, self.slots.n)
+        x[self.p0 + np.arange(self.slots.n)] = np.concatenate(
+            [net[a: b + 1].cumsum() for a, b in zip(self.slots.first, self.slots.last)] or [np.zeros(0)])
         bad = violations(self.problem, x)
         if bad:
             worst = max(bad, key=lambda v: v.amount)
@@ -169,14 +174,15 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     u_idx = core.n + np.arange(n_u)
     slots = JobSlots(instance)
     z0, rem0 = core.n + n_u, core.n + n_u + slots.n
-    z_idx, rem_idx = z0 + np.arange(slots.n), rem0 + np.arange(J)
-    tables = TableRates(core, slots, rem0 + J)
+    p0 = rem0 + J
+    z_idx, rem_idx, p_idx = z0 + np.arange(slots.n), rem0 + np.arange(J), p0 + np.arange(slots.n)
+    tables = TableRates(core, slots, p0 + slots.n)
     w = core.w_idx[~tables.table[core.job[core.w_idx]]]
     work = Terms(*(np.concatenate([a, c]) for a, c in zip(
         Terms(slots.key(core.job[w], core.slot[w]), w, core.speed[w]), tables.work)))
     most = np.where(tables.table, tables.most, _most_work(core))
-    restarts = RestartLosses(core, slots, work, most, rem0 + J + tables.n)
-    n = rem0 + J + tables.n + restarts.n
+    restarts = RestartLosses(core, slots, work, most, p0 + slots.n + tables.n)
+    n = p0 + slots.n + tables.n + restarts.n
 
     B = np.array([j.work_batches for j in jobs], dtype=float)
     weight = np.array([j.weight for j in jobs], dtype=float)
@@ -188,9 +194,9 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     # earliest completion: M_j (t - a_j + 1 - f_j) batches at most by the end of t
     reach = (most * (1 - restarts.frac))[slots.job] + most[slots.job] * (slots.slot - slots.arrival[slots.job])
     z_upper = np.where(reach * (1 + 1e-9) < COMPLETE * B[slots.job], 0.0, 1.0)
-    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, tables.upper, restarts.upper])
+    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, reach * (1 + 1e-9), tables.upper, restarts.upper])
     integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(slots.n, bool),
-                              np.zeros(J, bool), tables.integer, restarts.integer])
+                              np.zeros(J + slots.n, bool), tables.integer, restarts.integer])
 
     # packing: the task variables' capacity/link rows, then life rows  Y[j,t] + z[j,t-1] <= 1
     packing, pack_names = core.packing()
@@ -212,9 +218,14 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     general.add(len(spread), [(np.searchsorted(spread, u_opt), u_idx, 1.0),
                               (np.arange(len(spread)), core.opt_y[spread], -2.0)], 0.0, np.inf)
     net = Terms(*(np.concatenate([a, c]) for a, c in zip(work, restarts.net)))
-    # progress: sum_{t' <= t} net - B (1 - 1e-9) z[j,t] >= 0;  remainder: rem + sum net + B z[j,T-1] >= B
-    general.add(slots.n, [slots.cumulative(net), (np.arange(slots.n), z_idx, -COMPLETE * B[slots.job])], 0.0, np.inf)
-    general.add(J, [(slots.job[net.key], net.col, net.coef), (np.arange(J), rem_idx, 1.0),
+    # cumulative: P[j,t] - P[j,t-1] - net[j,t] = 0;  progress: P[j,t] - B (1 - 1e-9) z[j,t] >= 0;
+    # remainder: rem + P[j,T-1] + B z[j,T-1] >= B
+    later = np.flatnonzero(slots.slot > slots.arrival[slots.job])
+    general.add(slots.n, [(np.arange(slots.n), p_idx, 1.0), (later, p_idx[later - 1], -1.0),
+                          (net.key, net.col, -net.coef)], 0.0, 0.0)
+    general.add(slots.n, [(np.arange(slots.n), p_idx, 1.0), (np.arange(slots.n), z_idx, -COMPLETE * B[slots.job])],
+                0.0, np.inf)
+    general.add(J, [(np.arange(J), p0 + slots.last, 1.0), (np.arange(J), rem_idx, 1.0),
                     (np.arange(J), z0 + slots.last, B)], B, np.inf)
     # monotone: z[j,t] - z[j,t+1] <= 0
     step = np.flatnonzero(slots.slot < T - 1)
@@ -229,8 +240,8 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
     problem = Problem(c=cost, sense="min", A=A, b=b, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper, integer=integer,
                       groups=core.choice_groups(), offset=offset, name=f"placement-exact:{instance.name}",
                       pack_names=pack_names)
-    return problem, ExactDecoder(core, True, "", problem, slots, tables, restarts, u_task, u_of_task, z0, rem0,
-                                 classes)
+    return problem, ExactDecoder(core, True, "", problem, slots, tables, restarts, u_task, u_of_task, z0, rem0, p0,
+                                 net, classes)
 
 
 def _lca_variables(core: TaskVariables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -140,7 +140,6 @@ def test_restart_sample_covers_the_interesting_cases():
     free = [solve_exact_model(replace(inst, jobs=tuple(replace(j, restart_seconds=0.0) for j in inst.jobs)))
             for inst, *_ in runs]
     assert sum(f.objective < best - 1 for f, (_, best, _, _) in zip(free, runs)) >= 3   # the losses matter
-    assert any(r.reconfigurations > len(inst.jobs) for inst, _, _, out in runs for r in [out.report])
 
 
 def sample_schedules(inst: Instance, count: int, seed: int) -> list:
