@@ -18,10 +18,11 @@ Variables and rows, over the whole horizon:
   net[j,t] = work[j,t] - L[j,t], with the loss L of :mod:`placement.formulation.restarts`
   (exactly MODEL.md's loss at a schedule's encoding, never less at any feasible point;
   absent for r_j = 0).
-- Completion: binary z[j,t] ("completed by the end of t"), t = a_j .. T-1, with
-  progress  sum_{t' <= t} net[j,t'] >= B_j (1 - 1e-9) z[j,t];  monotone  z[j,t] <= z[j,t+1];
-  life  sum_v y[j,t,v] + z[j,t-1] <= 1;  remainder  rem_j >= B_j - sum_t net[j,t] - B_j z[j,T-1],
-  0 <= rem_j <= B_j.
+- Completion: the cumulative net batches P[j,t] = P[j,t-1] + net[j,t] (continuous; one
+  row per slot, not every slot's terms in every later row) and a binary z[j,t] ("completed
+  by the end of t"), t = a_j .. T-1, with progress  P[j,t] >= B_j (1 - 1e-9) z[j,t];
+  monotone  z[j,t] <= z[j,t+1];  life  sum_v y[j,t,v] + z[j,t-1] <= 1;
+  remainder  rem_j >= B_j - P[j,T-1] - B_j z[j,T-1],  0 <= rem_j <= B_j.
 - Objective  sum_j w_j JCT_j,  JCT_j = Delta sum_{t=a_j}^{T-1} (1 - z[j,t]) + Delta z[j,T-1]
   + rem_j theta^L_j / U_j: if z switches on in slot c this is (c - a_j + 1) Delta with
   rem_j = 0 allowed, MODEL.md's JCT; if z stays 0 it is (T - a_j) Delta plus the charge of
@@ -32,16 +33,15 @@ objective, and every feasible point decodes (:meth:`ExactDecoder.decode`) to a v
 schedule scoring no more (its net progress is at most MODEL.md's, and minimisation pushes z
 up as far as progress and life allow): the two optima are equal.
 
-Cuts that keep an optimal schedule (so the optimum is unchanged):
+Earliest completion, a fixing that removes no valid schedule: z[j,t] = 0 while
+M_j (t - a_j + 1 - f_j) < B_j (1 - 1e-9), M_j the most batches one slot can credit j and
+f_j its first slot's restart fraction (P[j,t] is bounded by the same amount). Beside
+cutting the search, it gives HiGHS a bound of sum_j w_j (each job's earliest JCT) before
+any LP, which on lightly loaded instances is already the optimum.
 
-- Earliest completion: z[j,t] = 0 while M_j (t - a_j + 1 - f_j) < B_j (1 - 1e-9), M_j the
-  most batches one slot can credit j and f_j its first slot's restart fraction: no schedule
-  completes j earlier.
-- Interchangeable machines (same parent switch, capacity, local_gbps and uplink gbps; leaves):
-  renaming them consistently in every slot maps a valid schedule to a valid one of equal
-  score. Among the renamings of an optimal schedule one orders each class by its load
-  sum_t sum (w alpha + s beta) / capacity non-increasingly; the rows load(h_i) >= load(h_i+1)
-  keep exactly those (the encoding renames a schedule this way first).
+Symmetry rows across interchangeable machines (ordering their loads) were tried and left
+out: on the medium suite they made HiGHS slower to prove optimality (s107 5.4 -> 8.2 s,
+s109 15.7 -> 25.4 s, s110 11.2 -> 13.5 s) and changed no bound.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ from placement.schedule import Allocation, Schedule
 from solvers.check import violations
 from solvers.problem import Problem
 
-__all__ = ["ExactDecoder", "formulate_exact", "interchangeable"]
+__all__ = ["ExactDecoder", "formulate_exact"]
 
 
 @dataclass
@@ -85,7 +85,6 @@ class ExactDecoder:
     rem0: int               # column of rem_j = rem0 + j
     p0: int                 # column of P[k] = p0 + k
     net: Terms              # each job-slot's net batches
-    classes: list           # interchangeable machines, each class ascending
 
     def decode(self, x: np.ndarray) -> Intent:
         """The intent of ``x`` without tasks after each job's actual completion (an incumbent
@@ -101,15 +100,13 @@ class ExactDecoder:
         return intent
 
     def encode(self, schedule: Schedule) -> np.ndarray:
-        """The point of a valid ``schedule``, its interchangeable machines first renamed into
-        the model's order (same score): feasible, and its objective is the schedule's
-        MODEL.md score. Raises ValueError for an invalid schedule or one the model cannot
+        """The point of a valid ``schedule``: feasible, and its objective is the schedule's
+        MODEL.md score (decoding it gives the schedule back). Raises ValueError for an invalid schedule or one the model cannot
         hold (e.g. more PSs on one machine than min_ps(max_workers))."""
         inst, core = self.core.instance, self.core
         wrong, report = evaluate(inst, schedule)
         if wrong:
             raise ValueError(f"not a valid schedule: {wrong[0]}")
-        schedule = relabel(inst, schedule, self.classes)
         x = np.zeros(self.problem.n)
         x[: core.n] = self._tasks(schedule)
         x[core.n + self.u_of_task[x[self.u_task] > 0]] = 1.0   # u = 1 on each child holding a task
@@ -233,15 +230,13 @@ def formulate_exact(instance: Instance) -> tuple[Problem, ExactDecoder]:
                 -np.inf, 0.0)
     tables.rows(general)
     restarts.rows(general)
-    classes = interchangeable(instance)
-    _symmetry_rows(core, classes, general)
     G, g_lo, g_hi = general.matrix(n)
 
     problem = Problem(c=cost, sense="min", A=A, b=b, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper, integer=integer,
                       groups=core.choice_groups(), offset=offset, name=f"placement-exact:{instance.name}",
                       pack_names=pack_names)
     return problem, ExactDecoder(core, True, "", problem, slots, tables, restarts, u_task, u_of_task, z0, rem0, p0,
-                                 net, classes)
+                                 net)
 
 
 def _lca_variables(core: TaskVariables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -273,65 +268,3 @@ def _most_work(core: TaskVariables) -> np.ndarray:
     most = np.zeros(len(jobs))
     np.maximum.at(most, core.opt_job, np.minimum(U[core.opt_job], room) * fastest)
     return most
-
-
-def _symmetry_rows(core: TaskVariables, classes: list[list[int]], block: Rows) -> None:
-    """load(h_i) - load(h_i+1) >= 0 along each class of interchangeable machines."""
-    H = len(core.instance.topology.machines)
-    first, second = np.full(H, -1, dtype=np.int64), np.full(H, -1, dtype=np.int64)
-    pairs = [(a, b) for hs in classes for a, b in zip(hs, hs[1:])]
-    for r, (a, b) in enumerate(pairs):
-        first[a], second[b] = r, r
-    task = np.concatenate([core.w_idx, core.s_idx])
-    h = core.machine[task]
-    load = _load_weights(core.instance, core.job[task], core.kind[task], h)
-    p, m = first[h] >= 0, second[h] >= 0
-    block.add(len(pairs), [(first[h[p]], task[p], load[p]), (second[h[m]], task[m], -load[m])], 0.0, np.inf)
-
-
-def interchangeable(instance: Instance) -> list[list[int]]:
-    """Classes (two or more machines, ascending) of leaf machines with the same parent,
-    capacity, local_gbps and uplink capacity: renaming them keeps every rule and score."""
-    topo = instance.topology
-    up = {frozenset((l.a, l.b)): l.gbps for l in topo.links}
-    groups: dict[tuple, list[int]] = {}
-    for h, m in enumerate(topo.machines):
-        parent = topo.parent(m.id)
-        if parent is None or len(topo.below(m.id)) > 1:
-            continue
-        key = (parent, tuple(instance.capacity_matrix[h]), m.local_gbps, up[frozenset((m.id, parent))])
-        groups.setdefault(key, []).append(h)
-    return [hs for hs in groups.values() if len(hs) > 1]
-
-
-def _load_weights(instance: Instance, job: np.ndarray, kind: np.ndarray, machine: np.ndarray) -> np.ndarray:
-    """The load of one task (worker or PS of ``job`` on ``machine``): the sum over resources
-    of demand / capacity (resources the machine lacks left out)."""
-    res = instance.resources
-    alpha = np.array([[j.worker.get(r, 0) for r in res] for j in instance.jobs], dtype=float).reshape(-1, len(res))
-    beta = np.array([[j.ps.get(r, 0) for r in res] for j in instance.jobs], dtype=float).reshape(-1, len(res))
-    cap = instance.capacity_matrix[machine]
-    demand = np.where((kind == W)[:, None], alpha[job], beta[job])
-    return np.sum(np.divide(demand, cap, out=np.zeros_like(demand), where=cap > 0), axis=1)
-
-
-def relabel(instance: Instance, schedule: Schedule, classes: list[list[int]]) -> Schedule:
-    """``schedule`` with each class of interchangeable machines renamed so that the loads
-    (as in the symmetry rows) do not increase along the class."""
-    machines = instance.topology.machines
-    index = instance.topology.machine_index
-    allocs = [a for s in schedule.slots for a in s.allocations]
-    load = np.zeros(len(machines))
-    if allocs:
-        job = np.array([instance.job_index[a.job] for a in allocs] * 2)
-        h = np.array([index[a.machine] for a in allocs] * 2)
-        kind = np.repeat([W, S], len(allocs))
-        count = np.array([a.workers for a in allocs] + [a.ps for a in allocs], dtype=float)
-        np.add.at(load, h, count * _load_weights(instance, job, kind, h))
-    rename = {}
-    for hs in classes:
-        order = sorted(hs, key=lambda h: (-load[h], h))
-        rename.update({machines[old].id: machines[new].id for old, new in zip(order, hs)})
-    return Schedule.from_allocations(
-        {s.t: [Allocation(a.job, rename.get(a.machine, a.machine), a.workers, a.ps) for a in s.allocations]
-         for s in schedule.slots}, instance=schedule.instance, **schedule.extra)

@@ -169,9 +169,13 @@ def _moves(inst: Instance, schedule: Schedule) -> tuple[bool, bool]:
     return resume, move
 
 
+def _allocations(schedule: Schedule) -> set:
+    return {(s.t, a) for s in schedule.slots for a in s.allocations if a.workers or a.ps}
+
+
 def test_encoded_schedules_are_feasible_points_of_their_score():
     """Every sampled valid schedule (pauses, resumes, moves, restarts) encodes to a feasible
-    point whose objective is its MODEL.md score, and decodes back to that score."""
+    point whose objective is its MODEL.md score, and decodes back to itself."""
     resumes = moves = 0
     for inst, _, best_schedule, _ in cases(True)[:10]:
         problem, decoder = formulate_exact(inst)
@@ -180,25 +184,10 @@ def test_encoded_schedules_are_feasible_points_of_their_score():
             assert violations(problem, x) == [], inst.name
             assert problem.objective(x) == pytest.approx(score(inst, schedule).objective, rel=1e-9), inst.name
             back = decoder.decode(x).to_schedule(inst.name)
-            assert validate(inst, back) == []
-            assert score(inst, back).objective == pytest.approx(score(inst, schedule).objective, rel=1e-9)
+            assert _allocations(back) == _allocations(schedule)
             resume, move = _moves(inst, schedule)
             resumes, moves = resumes + resume, moves + move
     assert resumes >= 3 and moves >= 3
-
-
-def test_encode_renames_interchangeable_machines_into_the_model_order():
-    inst = Instance(slot_seconds=10, horizon=2, resources=RESOURCES,
-                    topology=star(3, capacity={"gpu": 2, "cpu": 2, "mem": 8}, link_gbps=10),
-                    jobs=(Job(id="a", arrival=0, work_batches=150, batch_seconds=0.1, worker={"gpu": 1}, ps={"cpu": 1},
-                              max_workers=2, worker_gbps=1, ps_gbps=2, restart_seconds=3),), name="three")
-    problem, decoder = formulate_exact(inst)
-    assert decoder.classes == [[0, 1, 2]]
-    last = inst.topology.machines[2].id                     # the job on the last machine: out of order
-    schedule = Schedule.from_allocations({0: [Allocation("a", last, 2, 1)], 1: [Allocation("a", last, 2, 1)]})
-    x = decoder.encode(schedule)
-    assert violations(problem, x) == [] and problem.objective(x) == pytest.approx(score(inst, schedule).objective)
-    assert {a.machine for s in decoder.decode(x).to_schedule().slots for a in s.allocations} == {"m0"}
 
 
 def test_encode_refuses_invalid_schedules_and_what_the_model_cannot_hold():
