@@ -18,6 +18,7 @@ from pathlib import Path
 
 try:    # Ctrl-C while the command starts up: the same one line as later, no traceback
     from placement import __version__, deadline, limits
+    from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on
     from placement.evaluate import evaluate
     from placement.outputs import OutputError, Staged, check_outputs, json_text, write_text
     from placement.strict_json import FileFormatError
@@ -204,17 +205,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if topology is None:
         raise BadInput("a job list needs a cluster: add --cluster (e.g. racks:4x8 or pai:64)")
     results = {}
-    for policy in policies:
-        try:
-            result = simulate(source, topology=topology, policy=policy, lookahead=args.lookahead,
-                              mode=args.mode, slot_seconds=slot_seconds, horizon=args.horizon,
-                              progress_noise=args.noise, seed=args.seed, events=events,
-                              progress_bar=args.progress or sys.stderr.isatty())
-        except ValueError as exc:
-            raise BadInput(f"{policy.name}: {exc}") from None
-        results[policy.name] = result
-        print(result.summary())
-        print()
+    try:
+        with partitions_on(args, policies):   # --executor dask: the LP policies' partitions run there
+            for policy in policies:
+                try:
+                    result = simulate(source, topology=topology, policy=policy, lookahead=args.lookahead,
+                                      mode=args.mode, slot_seconds=slot_seconds, horizon=args.horizon,
+                                      progress_noise=args.noise, seed=args.seed, events=events,
+                                      progress_bar=args.progress or sys.stderr.isatty())
+                except ValueError as exc:
+                    raise BadInput(f"{policy.name}: {exc}") from None
+                results[policy.name] = result
+                print(result.summary())
+                print()
+    except ExecutorUnavailable as exc:
+        raise BadInput(str(exc)) from None
     if len(results) > 1:
         print(f"{'policy':<12} {'avg JCT (s)':>12} {'p95 JCT (s)':>12} {'makespan (s)':>13} "
               f"{'unfinished':>10} {'reconf':>7} {'median decision (s)':>20}")
@@ -346,35 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("simulate", help="run online policies through a job stream, slot by slot")
-    p.add_argument("--trace", required=True,
-                   help="a job-list CSV (shipped: instances/traces/philly-30-s3.csv, with --cluster "
-                        "racks:4x8), an instance JSON, 'philly' (the full Philly log, not shipped: "
-                        "--philly-path), or pollux:WORKLOAD_CSV (a Pollux simulator workload)")
-    p.add_argument("--sample", type=int, default=200, help="philly: jobs to sample (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
-    p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
-    p.add_argument("--time-scale", type=float, default=1.0, help="philly: compress inter-arrival gaps")
-    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's; "
-                   "pollux: 16 machines x 4 GPUs, no network limit)")
-    p.add_argument("--policy", action="append", default=None,
-                   help="policy name (repeatable) or 'all'; default lp-rounding")
-    p.add_argument("--slot-seconds", type=float, default=None,
-                   help="slot length (default 300; 60 for pollux:, the simulator's interval)")
-    p.add_argument("--pollux-traces", default=None, metavar="DIR",
-                   help="pollux: the simulator's traces/ (default: traces/ beside WORKLOAD_CSV "
-                        "or beside its folder, as in the simulator's checkout)")
-    p.add_argument("--pollux-mode", default="fixed", choices=["fixed", "tuned"],
-                   help="pollux: each job's GPUs fixed at num_replicas (Tiresias) or 1..knee "
-                        "(Optimus); default fixed")
-    p.add_argument("--lookahead", type=int, default=8)
-    p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
-    p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")
-    p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
-    p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
-    p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
-    p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
-    p.add_argument("--progress", action="store_true",
-                   help="show a progress bar even when stderr is not a terminal (it is on in a terminal)")
+    add_simulate_arguments(p)
     p.set_defaults(run=cmd_simulate)
 
     p = sub.add_parser("batch", help="solve many instance files into one CSV, locally or on a Dask cluster")

@@ -6,7 +6,8 @@ Per slot t, one straight path:
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
    window model may use (current domain, roomiest machines and subtrees).
-3. *Window chain* per partition (:class:`placement.chain.Chain`, run in a thread pool):
+3. *Window chain* per partition (:class:`placement.chain.Chain`, run in a thread pool, or
+   on any executor such as a Dask cluster: :func:`solve_partition`):
    the configuration model (:mod:`placement.formulation.configuration`: per job-slot one
    choice of worker count and domain, each at its own rate, so the LP sizes the jobs;
    ``model="aggregated"`` is the older one-count-per-domain model) over slots
@@ -31,19 +32,31 @@ Per slot t, one straight path:
 The scheduler (:class:`placement.online.scheduler.OnlineScheduler`) is the referee of
 each decision. ``last_timings`` holds the seconds of each step of the last decision
 (``formulate`` and ``lp`` summed over partitions; ``solve`` the wall time of all the
-window chains).
+window chains, forward and back, including any transfer to and from the executor).
+
+Partitions elsewhere (``executor=``): each partition's whole job, the chain forward and
+its first candidate inverted, is :func:`solve_partition`, a top-level function of
+picklable arguments — the cluster (the view's instance without its jobs), the partition's
+jobs and its chain (the window model's inputs) — returning a small
+:class:`PartitionPlan`, never the problem or the decoder. Results are taken in partition
+order, so the decision does not depend on which partition finishes first, nor on where
+each ran (docs/online.md, "Partitions on a Dask cluster").
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.instance import Instance, Job
+from placement.intent import JobIntent
 from placement.online.candidates import candidate_domains
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
@@ -53,14 +66,33 @@ from placement.slot_rules import decide_slot
 logger = logging.getLogger(__name__)
 
 
-def _apply(chain: Chain, instance: Instance) -> tuple[list, Trace, ChainStop | None]:
-    """One partition's chain forward; a failed LP is returned, not raised, so the other
+@dataclass(frozen=True)
+class PartitionPlan:
+    """What one partition's window chain sends back to the deciding process: only what
+    :meth:`LPRoundingPolicy.decide` reads, so a remote run returns kilobytes."""
+
+    slots: list[dict[str, JobIntent]]   # the partition's intent for slots start..end-1
+    timings: dict[str, float]           # the trace's formulate and lp seconds
+    objective: float | None             # the window LP's value; None when the chain stopped
+    stop: str | None                    # why the chain stopped (a failed LP), else None
+
+
+def solve_partition(chain: Chain, cluster: Instance, jobs: tuple[Job, ...], start: int, end: int) -> PartitionPlan:
+    """One partition's whole job wherever it runs (a thread here, a Dask worker there):
+    the window chain forward on ``cluster`` holding only the partition's jobs, then its
+    first candidate back to an intent, which needs the decoder the chain just built, so
+    both happen in the same place. A failed LP is returned, not raised, so the other
     partitions still decide."""
     try:
-        candidates, trace = chain.apply(instance)
+        candidates, trace = chain.apply(dataclasses.replace(cluster, jobs=jobs))
     except ChainStop as stop:
-        return [], stop.trace, stop
-    return candidates, trace, None
+        return PartitionPlan([], _seconds(stop.trace), None, str(stop))
+    intent = chain.invert(candidates[0], trace)
+    return PartitionPlan(intent.slots[start:end], _seconds(trace), trace.result.objective, None)
+
+
+def _seconds(trace: Trace) -> dict[str, float]:
+    return {key: trace.timings.get(key, 0.0) for key in ("formulate", "lp")}
 
 
 #: the window models the policy can use (module docstring, step 3)
@@ -74,7 +106,12 @@ class LPRoundingPolicy:
 
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
-                 select_limit: int = 500, queue_charge: bool = True, model: str = "configuration"):
+                 select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
+                 executor: Any = None):
+        """``executor``: where the partitions' window chains run. None: a pool of ``threads``
+        threads in this process; else a ``concurrent.futures.Executor`` (``submit``) or a
+        ``dask.distributed.Client``, which the caller opens and closes. Decisions are the
+        same wherever the chains run."""
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         if model not in WINDOW_MODELS:
@@ -87,6 +124,7 @@ class LPRoundingPolicy:
         self.threads = max(1, threads if threads is not None else min(2, os.cpu_count() or 1))
         self.select_limit = select_limit
         self.queue_charge = queue_charge
+        self.executor = executor
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -104,25 +142,22 @@ class LPRoundingPolicy:
             timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
             chains = [self._window_chain(view, jobs, machines, domains, later, end) for jobs, machines in parts]
+            # each partition's jobs in the instance's order: the same model, column for column
+            members = [tuple(inst.jobs[i] for i in sorted(inst.job_index[j] for j in jobs)) for jobs, _ in parts]
             clock = time.perf_counter()
-            if self.threads > 1 and len(chains) > 1:
-                with ThreadPoolExecutor(self.threads) as pool:
-                    runs = list(pool.map(_apply, chains, [inst] * len(chains)))
-            else:
-                runs = [_apply(chain, inst) for chain in chains]
+            runs = self._run(chains, dataclasses.replace(inst, jobs=()), members, t, end)
             timings["solve"] = time.perf_counter() - clock
-            for chain, (candidates, trace, stop) in zip(chains, runs):
+            for run in runs:
                 for key in ("formulate", "lp"):
-                    timings[key] += trace.timings.get(key, 0.0)
-                if stop is not None:
+                    timings[key] += run.timings[key]
+                if run.stop is not None:
                     self.last_lp_value = None
-                    logger.warning("slot %d: window %s; these jobs follow the slot rules alone", t, stop)
+                    logger.warning("slot %d: window %s; these jobs follow the slot rules alone", t, run.stop)
                     continue
                 if self.last_lp_value is not None:
-                    self.last_lp_value += trace.result.objective
-                intent = chain.invert(candidates[0], trace)
-                for slot in range(t, end):
-                    plans.setdefault(slot, {}).update(intent.slots[slot])
+                    self.last_lp_value += run.objective
+                for slot, intents in zip(range(t, end), run.slots):
+                    plans.setdefault(slot, {}).update(intents)
         clock = time.perf_counter()
         placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True, follow_sizes=self.follow_sizes)
         timings["realise"] = time.perf_counter() - clock
@@ -135,6 +170,24 @@ class LPRoundingPolicy:
         timings["partitions"] = len(parts) if view.jobs else 0
         self.last_timings = timings
         return placed
+
+    def _run(self, chains: list[Chain], cluster: Instance, members: list[tuple[Job, ...]], start: int,
+             end: int) -> list[PartitionPlan]:
+        """Every partition's :func:`solve_partition`, results in partition order (never
+        completion order). A Dask client gets the cluster once per decision (scattered)
+        rather than once per partition."""
+        if _is_dask_client(self.executor):
+            client = self.executor
+            shared = client.scatter(cluster, hash=False)
+            return client.gather([client.submit(solve_partition, chain, shared, jobs, start, end, pure=False)
+                                  for chain, jobs in zip(chains, members)])
+        calls = [(chain, cluster, jobs, start, end) for chain, jobs in zip(chains, members)]
+        if self.executor is not None:
+            return [future.result() for future in [self.executor.submit(solve_partition, *call) for call in calls]]
+        if self.threads == 1 or len(chains) == 1:
+            return [solve_partition(*call) for call in calls]
+        with ThreadPoolExecutor(self.threads) as pool:
+            return list(pool.map(lambda call: solve_partition(*call), calls))
 
     def _window_cost(self, view: View, first: dict[str, TaskDict], plans: dict[int, dict], end: int) -> float:
         """Weighted completion times over the window if slot t takes ``first`` and the
@@ -178,6 +231,12 @@ class LPRoundingPolicy:
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit), Round()])
+
+
+def _is_dask_client(executor: Any) -> bool:
+    """A ``dask.distributed.Client``: its ``submit`` needs ``pure=False`` (else it hashes
+    the arguments, and equal ones share a task) and it can scatter and gather."""
+    return all(hasattr(executor, name) for name in ("scatter", "gather", "submit"))
 
 
 class LPAggregatedPolicy(LPRoundingPolicy):

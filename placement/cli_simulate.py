@@ -1,0 +1,103 @@
+"""The ``placement simulate`` command's arguments, and where its LP policies' partitions run
+(``--executor``; docs/online.md, "Partitions on a Dask cluster"). Kept beside ``cli.py``
+so that file stays small; it parses and opens, the library decides."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+DASK_HINT = 'pip install "placement[dask]"'
+
+
+class ExecutorUnavailable(Exception):
+    """``--executor dask`` cannot start (dask missing, scheduler unreachable, flags that do
+    not go together): one line for the user."""
+
+
+def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``placement simulate`` flag."""
+    p.add_argument("--trace", required=True,
+                   help="a job-list CSV (shipped: instances/traces/philly-30-s3.csv, with --cluster "
+                        "racks:4x8), an instance JSON, 'philly' (the full Philly log, not shipped: "
+                        "--philly-path), or pollux:WORKLOAD_CSV (a Pollux simulator workload)")
+    p.add_argument("--sample", type=int, default=200, help="philly: jobs to sample (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
+    p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
+    p.add_argument("--time-scale", type=float, default=1.0, help="philly: compress inter-arrival gaps")
+    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's; "
+                   "pollux: 16 machines x 4 GPUs, no network limit)")
+    p.add_argument("--policy", action="append", default=None,
+                   help="policy name (repeatable) or 'all'; default lp-rounding")
+    p.add_argument("--slot-seconds", type=float, default=None,
+                   help="slot length (default 300; 60 for pollux:, the simulator's interval)")
+    p.add_argument("--pollux-traces", default=None, metavar="DIR",
+                   help="pollux: the simulator's traces/ (default: traces/ beside WORKLOAD_CSV "
+                        "or beside its folder, as in the simulator's checkout)")
+    p.add_argument("--pollux-mode", default="fixed", choices=["fixed", "tuned"],
+                   help="pollux: each job's GPUs fixed at num_replicas (Tiresias) or 1..knee "
+                        "(Optimus); default fixed")
+    p.add_argument("--lookahead", type=int, default=8)
+    p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
+    p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")
+    p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
+    p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
+    p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
+    p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
+    p.add_argument("--progress", action="store_true",
+                   help="show a progress bar even when stderr is not a terminal (it is on in a terminal)")
+    p.add_argument("--executor", default="local", choices=["local", "dask"],
+                   help="where the LP policies' partitions are solved: threads here (default) or a "
+                        f"Dask cluster ({DASK_HINT}); the decisions are the same")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:8786",
+                   help="dask: a running Dask scheduler (default: start a local cluster of --dask-workers)")
+    p.add_argument("--dask-workers", type=int, default=None, metavar="N",
+                   help="dask without --scheduler: processes of the local cluster, one thread each "
+                        "(default: the core count)")
+
+
+@contextmanager
+def partitions_on(args: argparse.Namespace, policies: Sequence) -> Iterator[None]:
+    """With ``--executor dask``, the policies that take an executor (the LP ones) solve
+    their partitions through one Dask client for the whole command: of the scheduler at
+    ``--scheduler``, else of a local cluster of ``--dask-workers`` processes, closed (with
+    the cluster) at the end. With ``local`` they keep their thread pools."""
+    if args.executor == "local":
+        if args.scheduler or args.dask_workers is not None:
+            raise ExecutorUnavailable("--scheduler and --dask-workers need --executor dask")
+        yield
+        return
+    if args.scheduler and args.dask_workers is not None:
+        raise ExecutorUnavailable("--dask-workers sizes a local cluster; with --scheduler the workers "
+                                  "are that cluster's")
+    if args.dask_workers is not None and args.dask_workers < 1:
+        raise ExecutorUnavailable(f"--dask-workers must be >= 1, got {args.dask_workers}")
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ExecutorUnavailable(f"--executor dask needs dask.distributed: {DASK_HINT}") from None
+    cluster = None
+    try:
+        if args.scheduler:
+            client = Client(args.scheduler, timeout=10)
+        else:
+            cluster = LocalCluster(n_workers=args.dask_workers or os.cpu_count() or 1, threads_per_worker=1,
+                                   processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+            client = Client(cluster)
+    except OSError as exc:
+        if cluster is not None:
+            cluster.close()
+        raise ExecutorUnavailable(f"cannot reach the Dask scheduler at {args.scheduler}: {exc}") from None
+    users = [policy for policy in policies if hasattr(policy, "executor")]
+    try:
+        for policy in users:
+            policy.executor = client
+        yield
+    finally:
+        for policy in users:
+            policy.executor = None
+        client.close()
+        if cluster is not None:
+            cluster.close()
