@@ -1,7 +1,7 @@
 """Per-slot decisions on large clusters: wall time, peak memory, and the gap to the LP.
 
 Usage: python benchmarks/scaling.py [--sizes 100x32 500x128 1000x512 2000x1000 4000x2000]
-       [--window 8] [--slots 8] [--out benchmarks/SCALING.md]
+       [--window 8] [--slots 8] [--executor local dask] [--dask-workers 2] [--out benchmarks/SCALING.md]
 
 For each size (jobs x machines of 8 GPUs, racks of 16 machines) every job is active at
 slot 0 with its whole work (a generated instance, arrivals set to 0). In a fresh process
@@ -17,12 +17,19 @@ with placement.evaluate. Gaps:
   job's worker_gbps. Every valid schedule of the real cluster maps to one of this machine
   that runs no slower, uses no more capacity and leaves no more work unfinished, so its
   LP value is a proven (weaker) lower bound too.
+
+``--executor local dask`` measures each size twice, side by side: the partitions solved on
+the policy's thread pool, then on a Dask ``LocalCluster`` of ``--dask-workers`` processes
+of one thread each (started before the clock, closed after); the decisions must be the
+same, and the report says whether the two schedules are.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
+import logging
 import multiprocessing as mp
 import os
 import platform
@@ -45,18 +52,27 @@ def window_instance(jobs: int, machines: int, slots: int, seed: int):
                     jobs=tuple(dataclasses.replace(j, arrival=0) for j in g.jobs), name=f"scale-{jobs}x{machines}")
 
 
-def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound_limit: int, queue) -> None:
+def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound_limit: int, executor: str,
+             dask_workers: int, queue) -> None:
     """In a child process: drive an OnlineScheduler for ``slots`` slots (every job submitted
-    at slot 0, progress per MODEL.md reported back), measure each step, score the window."""
+    at slot 0, progress per MODEL.md reported back), measure each step, score the window.
+    ``executor`` "dask": the partitions run on a LocalCluster of ``dask_workers`` processes."""
     from placement.evaluate import evaluate
     from placement.online.lp_policy import LPRoundingPolicy
     from placement.online.scheduler import OnlineScheduler
     from placement.progress import ProgressTracker
     from placement.schedule import Allocation, Schedule
 
+    client = cluster = None
+    if executor == "dask":
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=dask_workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+        client = Client(cluster)
     build = time.perf_counter()
     inst = window_instance(jobs, machines, max(slots, window), seed)
-    policy = LPRoundingPolicy(window=window)
+    policy = LPRoundingPolicy(window=window, executor=client)
     sched = OnlineScheduler(inst.topology, resources=inst.resources, policy=policy, lookahead=window,
                             slot_seconds=inst.slot_seconds)
     for job in inst.jobs:
@@ -79,6 +95,9 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
         by_slot[t] = [Allocation(j, h, w, s) for j, tasks in placed.items() for h, (w, s) in tasks.items()]
         if len(tracker.completed) == len(inst.jobs):
             break
+    if client is not None:
+        client.close()
+        cluster.close()
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
     from placement.formulation.aggregated import formulate_aggregated
@@ -92,7 +111,11 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
         bound = result.objective if result.status.value == "optimal" else None
     result = solve_lp(formulate_aggregated(single_machine(window_inst))[0])
     single = result.objective if result.status.value == "optimal" else None
-    queue.put({"jobs": jobs, "machines": machines, "gpus": int(inst.capacity_matrix[:, 0].sum()),
+    allocations = sorted((t, sorted(map(dataclasses.astuple, a))) for t, a in by_slot.items())
+    digest = hashlib.sha256(repr(allocations).encode()).hexdigest()[:12]
+    where = f"dask: LocalCluster of {dask_workers} x 1 thread" if executor == "dask" else f"{policy.threads} threads"
+    queue.put({"jobs": jobs, "machines": machines, "executor": executor, "where": where, "schedule_digest": digest,
+               "gpus": int(inst.capacity_matrix[:, 0].sum()),
                "workers_max": sum(j.max_workers for j in inst.jobs), "build_seconds": build,
                "decision_seconds": seconds, "timings": timings, "peak_rss_mb": peak_mb, "objective": report.objective,
                "unfinished": report.unfinished, "valid": not violations, "lp_value_slot0": lp_value,
@@ -110,11 +133,12 @@ def single_machine(inst):
                                name=inst.name + "-single")
 
 
-def measure(size: str, args: argparse.Namespace) -> dict:
+def measure(size: str, executor: str, args: argparse.Namespace) -> dict:
     jobs, machines = (int(x) for x in size.split("x"))
     queue = mp.get_context("spawn").Queue()
     proc = mp.get_context("spawn").Process(target=run_size, args=(jobs, machines, args.window, args.slots,
-                                                                  args.seed, args.bound_limit, queue))
+                                                                  args.seed, args.bound_limit, executor,
+                                                                  args.dask_workers, queue))
     proc.start()
     row = queue.get()
     proc.join()
@@ -137,16 +161,16 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
            f"{args.load_start:.1f} / {os.getloadavg()[0]:.1f} (above the core count, other processes shared "
            "the CPU).", "",
            f"Policy: LP-rounding (aggregated window model, {args.window}-slot look-ahead, candidate domains, "
-           f"POP partitions of {LPRoundingPolicy().jobs_per_partition} jobs solved on "
-           f"{LPRoundingPolicy().threads} threads), every job active at slot 0; machines of 8 GPUs in racks "
+           f"POP partitions of {LPRoundingPolicy().jobs_per_partition} jobs solved where the executor "
+           "column says), every job active at slot 0; machines of 8 GPUs in racks "
            "of 16 (20 when the count is not a multiple of 16).", "",
-           "| jobs x machines | GPUs | decision (slot 0) | median decision | peak memory | partitions | "
+           "| jobs x machines | executor | GPUs | decision (slot 0) | median decision | peak memory | partitions | "
            "LP / formulate / realise at slot 0 | window objective | gap to aggregated LP bound | "
            "gap to single-machine bound | valid |",
-           "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+           "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         t0 = r["timings"][0]
-        out.append(f"| {r['jobs']} x {r['machines']} | {r['gpus']} | {r['decision_seconds'][0]:.2f} s | "
+        out.append(f"| {r['jobs']} x {r['machines']} | {r['where']} | {r['gpus']} | {r['decision_seconds'][0]:.2f} s | "
                    f"{statistics.median(r['decision_seconds']):.2f} s | {r['peak_rss_mb']:.0f} MB | "
                    f"{int(t0.get('partitions', 1))} | {t0['lp']:.2f} / {t0['formulate']:.2f} / {t0['realise']:.2f} s | "
                    f"{r['objective']:.4g} | {gap(r['objective'], r['proven_bound'])} | "
@@ -155,7 +179,9 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
             "unfinished work charged as MODEL.md says). Both gaps are to proven lower bounds (module "
             "docstring): the aggregated LP over all domains (solved only where it has at most "
             f"{args.bound_limit:,} variables) and the weaker single-machine LP (every size).", ""]
-    big = max(rows, key=lambda r: r["jobs"] * r["machines"])
+    if len(args.executor) > 1:
+        out += side_by_side(rows, args.executor)
+    big = max((r for r in rows if r["executor"] == args.executor[0]), key=lambda r: r["jobs"] * r["machines"])
     t0 = big["timings"][0]
     out += [f"Toward 2 s at the largest size ({big['jobs']} x {big['machines']}): its first decision took "
             f"{big['decision_seconds'][0]:.2f} s, of which LP {t0['lp']:.2f} s (on "
@@ -169,6 +195,22 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
     return "\n".join(out) + "\n"
 
 
+def side_by_side(rows: list[dict], executors: list[str]) -> list[str]:
+    """Per size, each executor's median decision, and whether their schedules are the same
+    (they must be: the partitions' LPs are the same, only where they run differs)."""
+    out = ["Side by side (median decision; peak memory above is the deciding process's, without the Dask "
+           "workers'):", "",
+           "| jobs x machines | " + " | ".join(executors) + " | same schedule |",
+           "|---|" + "---:|" * len(executors) + "---|"]
+    for size in dict.fromkeys((r["jobs"], r["machines"]) for r in rows):
+        same = [r for r in rows if (r["jobs"], r["machines"]) == size]
+        medians = {r["executor"]: f"{statistics.median(r['decision_seconds']):.2f} s" for r in same}
+        digests = {r["schedule_digest"] for r in same}
+        out.append(f"| {size[0]} x {size[1]} | " + " | ".join(medians.get(e, "") for e in executors)
+                   + f" | {'yes' if len(digests) == 1 else 'NO'} |")
+    return out + [""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["100x32", "500x128", "1000x512", "2000x1000", "4000x2000"])
@@ -176,15 +218,20 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bound-limit", type=int, default=400_000)
+    ap.add_argument("--executor", nargs="+", default=["local"], choices=["local", "dask"],
+                    help="where the partitions are solved; both: measured side by side, per size")
+    ap.add_argument("--dask-workers", type=int, default=2, help="dask: LocalCluster processes (default 2)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "SCALING.md"))
     args = ap.parse_args()
     args.load_start = os.getloadavg()[0]
     start = time.perf_counter()
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args))
-        r = rows[-1]
-        print(f"{size}: first decision {r['decision_seconds'][0]:.2f} s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+        for executor in args.executor:
+            rows.append(measure(size, executor, args))
+            r = rows[-1]
+            print(f"{size} ({r['where']}): first decision {r['decision_seconds'][0]:.2f} s, median "
+                  f"{statistics.median(r['decision_seconds']):.2f} s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
     text = report(rows, args, time.perf_counter() - start)
     Path(args.out).write_text(text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
