@@ -20,9 +20,8 @@ class ExactOutcome:
     """One solve of the exact model.
 
     ``objective`` is the MODEL.md score of ``schedule`` (None without one). ``bound`` is the
-    solver's best bound: a lower bound on the MODEL.md optimum both when ``exact`` (the
-    model optimum is that optimum) and when not (its progress is never less than MODEL.md's,
-    so the relaxation's optimum is no larger)."""
+    solver's best bound, a lower bound on the MODEL.md optimum (the model's optimum is that
+    optimum: ``exact`` is True for every instance)."""
 
     status: Status
     schedule: Schedule | None
