@@ -6,7 +6,8 @@ Every method runs through :class:`placement.chain.Chain`:
   the engine's per-solve guarantee) -> decode -> slot rules (repair to MODEL.md validity
   and re-use of freed capacity) -> referee -> the best trial by MODEL.md score;
 - ``greedy``: the baseline (shortest remaining work first, local first);
-- ``exact``: the time-indexed ILP (exact when no job has restart time; else a relaxation);
+- ``exact``: the referee (docs/bounds.md): the best start of rounding, greedy and the column plan,
+  proven optimal by the strongest bound, else the time-indexed ILP of all of MODEL.md from that start;
 - ``lp-bound``: only the lower bound.
 
 Every schedule returned has passed the chain's referee (:func:`placement.evaluate.evaluate`),
