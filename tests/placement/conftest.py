@@ -1,10 +1,24 @@
 import copy
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "instances" / "examples"
+
+
+def bruteforce() -> ModuleType:
+    """``bruteforce.py`` beside this file, loaded once by path (tests run with --import-mode=importlib)."""
+    name = "placement_test_bruteforce"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("bruteforce.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 @pytest.fixture

@@ -2,11 +2,8 @@
 with contention, restarts, pauses and speed tables, and tight where the cluster is not the bottleneck."""
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,19 +18,10 @@ from placement.greedy import greedy
 from placement.instance import Instance, InstanceError, Job
 from placement.speed import SpeedTable
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, bruteforce
 
 
-def _load(name: str, file: str):
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-BF = _load("placement_test_bruteforce_columns", "bruteforce.py")
+BF = bruteforce()
 
 
 def tiny(seed: int) -> Instance:

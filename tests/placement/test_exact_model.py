@@ -7,12 +7,9 @@ encoding sampled valid schedules checks the other direction point by point.
 """
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,19 +28,10 @@ from solvers.check import violations
 from solvers.lp import solve_lp
 from solvers.result import Status
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, bruteforce
 
 
-def _load(name: str, file: str):
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-BF = _load("placement_test_bruteforce", "bruteforce.py")
+BF = bruteforce()
 
 #: candidate schedules beyond which a drawn instance is not tiny enough to enumerate
 LIMIT = 3000

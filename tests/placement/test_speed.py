@@ -4,11 +4,8 @@ unchanged, and every model's LP value still a lower bound."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,16 +21,10 @@ from placement.solve import solve
 from placement.speed import SpeedTable
 from solvers.lp import solve_lp
 
-
-def _load(name: str, file: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from .conftest import bruteforce
 
 
-BF = _load("placement_test_bruteforce_speed", "bruteforce.py")
+BF = bruteforce()
 
 TABLE = {"local": [10.0, 18.0, 24.0], "spread": {"2": [8.0, 14.0, 18.0], "3": [7.0, 12.0, 15.0]}}
 
