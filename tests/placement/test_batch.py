@@ -187,3 +187,12 @@ def test_cli_exit_codes_and_summary(folder, tmp_path, capsys):
     assert code == 2 and err.startswith("placement: error: no file matches") and "none*.json" in err
     code, _, err = run(capsys, "batch", str(folder / "*.json"), "--solver", "greedy", "--out", out, "--workers", "0")
     assert code == 2 and "workers must be a positive integer" in err
+
+
+def test_pools_get_the_largest_files_first(tmp_path):
+    """Longest-processing-time first: with several workers the batch ends on small files;
+    a file that vanished sorts last (its load error becomes its row)."""
+    for name, size in (("a", 10), ("b", 300), ("c", 50)):
+        (tmp_path / f"{name}.json").write_text("x" * size)
+    files = [str(tmp_path / f"{n}.json") for n in "abc"] + [str(tmp_path / "gone.json")]
+    assert [Path(f).stem for f in batch._largest_first(files)] == ["b", "c", "a", "gone"]
