@@ -4,7 +4,7 @@ Usage: python benchmarks/report.py   (vs_ilp.py and scaling.py also call it when
 
 Reads VS_ILP.md/.json, SCALING.md/.json and ONLINE.md / online/results.json (whichever
 exist), writes one report with their tables, their commands and machines, PNG plots
-(rounding and greedy against the exact optimum, decision time against size), and
+(rounding and greedy against the exact optimum; scaling.py draws its own), and
 results.json: every benchmark's machine-readable results (a file larger than 200 KB is
 referenced by path instead of copied).
 """
@@ -46,24 +46,6 @@ def _plots() -> list[str]:
             fig.savefig(HERE / "vs_ilp.png", dpi=100)
             plt.close(fig)
             lines.append("![rounding and greedy vs the exact optimum](vs_ilp.png)")
-    sc = HERE / "SCALING.json"
-    if sc.exists():
-        rows = json.loads(sc.read_text())
-        if rows:
-            fig, ax = plt.subplots(figsize=(6, 4))
-            labels = [f"{r['jobs']}x{r['machines']}" for r in rows]
-            ax.plot(labels, [r["decision_seconds"][0] for r in rows], "o-", label="first decision")
-            ax.plot(labels, [sorted(r["decision_seconds"])[len(r["decision_seconds"]) // 2] for r in rows],
-                    "s--", label="median decision")
-            ax.set_yscale("log")
-            ax.set_xlabel("jobs x machines")
-            ax.set_ylabel("seconds per slot")
-            ax.set_title("Per-slot decision time (8-slot look-ahead)")
-            ax.legend()
-            fig.tight_layout()
-            fig.savefig(HERE / "scaling.png", dpi=100)
-            plt.close(fig)
-            lines.append("![decision time against size](scaling.png)")
     return lines
 
 

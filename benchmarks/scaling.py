@@ -38,6 +38,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from queue import Empty
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,9 +141,82 @@ def measure(size: str, executor: str, args: argparse.Namespace) -> dict:
                                                                   args.seed, args.bound_limit, executor,
                                                                   args.dask_workers, queue))
     proc.start()
-    row = queue.get()
+    while True:  # a child that dies (out of memory, a bug) must not leave the parent waiting forever
+        try:
+            row = queue.get(timeout=5)
+            break
+        except Empty:
+            if not proc.is_alive():
+                raise SystemExit(f"scaling.py: the child measuring {size} ({executor}) died with exit code "
+                                 f"{proc.exitcode}")
     proc.join()
     return row
+
+
+def growth(rows: list[dict], key) -> float | None:
+    """The exponent k of a least-squares fit key(row) ~ c * GPUs^k on log-log axes (None
+    with fewer than two sizes)."""
+    import numpy as np
+
+    if len(rows) < 2:
+        return None
+    x = np.log([r["gpus"] for r in rows])
+    y = np.log([key(r) for r in rows])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+#: what is plotted and fitted against GPUs: (label, value of a row)
+SERIES = (("first decision (s)", lambda r: r["decision_seconds"][0]),
+          ("median decision (s)", lambda r: statistics.median(r["decision_seconds"])),
+          ("peak memory (MB)", lambda r: r["peak_rss_mb"]))
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Time and memory against GPUs on log-log axes, each series with its fitted exponent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    gpus = np.array([r["gpus"] for r in rows], dtype=float)
+    for ax, series in ((axes[0], SERIES[:2]), (axes[1], SERIES[2:])):
+        for (label, key), style in zip(series, ("o-", "s--")):
+            values = np.array([key(r) for r in rows])
+            k = growth(rows, key)
+            line = ax.loglog(gpus, values, style, label=f"{label}: ~GPUs^{k:.2f}" if k is not None else label)[0]
+            if k is not None:
+                c = np.exp(np.polyfit(np.log(gpus), np.log(values), 1)[1])
+                ax.loglog(gpus, c * gpus ** k, ":", color=line.get_color(), lw=1)
+        ax.set_xlabel("GPUs (jobs x machines of 8 GPUs)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("seconds per slot")
+    axes[0].set_title("Per-slot decision time")
+    axes[1].set_ylabel("MB (peak resident, deciding process)")
+    axes[1].set_title("Peak memory")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def where_time_goes(row: dict) -> list[str]:
+    """The first decision at one size split into the policy's steps (``last_timings``):
+    formulate and LP are summed over partitions, which run concurrently inside 'solve'."""
+    t0 = row["timings"][0]
+    total = row["decision_seconds"][0]
+    steps = [("candidate domains", t0.get("candidates", 0.0)),
+             ("window chains, wall (all partitions: build, LP, round, decode)", t0.get("solve", 0.0)),
+             ("slot rules for slot t (realise)", t0.get("realise", 0.0)),
+             ("select (play both decisions over the window)", t0.get("select", 0.0))]
+    other = total - sum(v for _, v in steps)
+    out = [f"Where the first decision's {total:.2f} s go at {row['jobs']} x {row['machines']} "
+           f"({row['gpus']:,} GPUs):", "", "| step | seconds | share |", "|---|---:|---:|"]
+    out += [f"| {name} | {v:.2f} | {v / total:.0%} |" for name, v in steps + [("scheduler and other", other)]]
+    out += ["", f"Inside the window chains, summed over the {int(t0.get('partitions', 1))} partitions: "
+            f"building the models {t0['formulate']:.2f} s, LP {t0['lp']:.2f} s.", ""]
+    return out
 
 
 def gap(objective: float, bound: float | None) -> str:
@@ -160,7 +234,8 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
            f"{wall / 60:.1f} min; one fresh process per size; 1-minute load average at start / end "
            f"{args.load_start:.1f} / {os.getloadavg()[0]:.1f} (above the core count, other processes shared "
            "the CPU).", "",
-           f"Policy: LP-rounding (aggregated window model, {args.window}-slot look-ahead, candidate domains, "
+           f"Policy: LP-rounding ({LPRoundingPolicy().model} window model, {args.window}-slot look-ahead, "
+           "candidate domains, "
            f"POP partitions of {LPRoundingPolicy().jobs_per_partition} jobs solved where the executor "
            "column says), every job active at slot 0; machines of 8 GPUs in racks "
            "of 16 (20 when the count is not a multiple of 16).", "",
@@ -181,17 +256,16 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
             f"{args.bound_limit:,} variables) and the weaker single-machine LP (every size).", ""]
     if len(args.executor) > 1:
         out += side_by_side(rows, args.executor)
-    big = max((r for r in rows if r["executor"] == args.executor[0]), key=lambda r: r["jobs"] * r["machines"])
-    t0 = big["timings"][0]
-    out += [f"Toward 2 s at the largest size ({big['jobs']} x {big['machines']}): its first decision took "
-            f"{big['decision_seconds'][0]:.2f} s, of which LP {t0['lp']:.2f} s (on "
-            f"{int(t0.get('partitions', 1))} partitions), building the models {t0['formulate']:.2f} s, "
-            f"realising the slot {t0['realise']:.2f} s and candidates {t0['candidates']:.2f} s; later slots, "
-            f"with every job already placed, took {statistics.median(big['decision_seconds'][1:] or [0]):.2f} s "
-            "(median). Next steps, in order of the time they remove: build the partition models in "
-            "worker processes alongside their LPs (the build is pure Python and single-threaded), "
-            "vectorise the realiser's per-job loop over a slot (packing candidates per machine type), and "
-            "warm-start each partition's LP from the previous slot's basis (most jobs keep their domain).", ""]
+    first = [r for r in rows if r["executor"] == args.executor[0]]
+    fits = [(label, growth(first, key)) for label, key in SERIES]
+    if all(k is not None for _, k in fits):
+        out += [f"Growth with size ({args.executor[0]} executor; least-squares fit of log value on log GPUs over "
+                f"{len(first)} sizes, plotted in {args.plot.name}): "
+                + "; ".join(f"{label} ~ GPUs^{k:.2f}" for label, k in fits)
+                + ". Peak memory includes the interpreter and libraries (about 90 MB), so its exponent "
+                "understates the growth of what the decision itself holds.", "",
+                f"![time and memory against GPUs]({args.plot.name})", ""]
+    out += where_time_goes(max(first, key=lambda r: r["jobs"] * r["machines"]))
     return "\n".join(out) + "\n"
 
 
@@ -232,6 +306,8 @@ def main() -> int:
             r = rows[-1]
             print(f"{size} ({r['where']}): first decision {r['decision_seconds'][0]:.2f} s, median "
                   f"{statistics.median(r['decision_seconds']):.2f} s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+    args.plot = Path(args.out).with_name("scaling.png")
+    plot([r for r in rows if r["executor"] == args.executor[0]], args.plot)
     text = report(rows, args, time.perf_counter() - start)
     Path(args.out).write_text(text)
     Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
