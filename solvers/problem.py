@@ -19,6 +19,10 @@ duals stay aligned with the caller's data.  An all-zero covering row with
 satisfied and is almost always a modelling bug, so it raises
 :class:`ProblemError` instead of surfacing later as "infeasible".
 
+Choice groups come as :class:`ChoiceGroup` objects or, for models with many options, as one
+:class:`FlatGroups` of arrays (no Python object per option); either way ``Problem.groups``
+gives the :class:`ChoiceGroup` tuple and ``Problem.flat_groups`` the arrays.
+
 The argument conversions live in :mod:`solvers.problem_args`; writing a Problem to an MPS or LP
 file is :mod:`solvers.files`.
 """
@@ -35,7 +39,7 @@ import scipy.sparse as sp
 from solvers.problem_args import (ProblemError, check_matrix, check_names, check_vector, first_entry, freeze,
                                   freeze_csr, label)
 
-__all__ = ["ProblemError", "Option", "ChoiceGroup", "Problem"]
+__all__ = ["ProblemError", "Option", "ChoiceGroup", "FlatGroups", "Problem"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +78,89 @@ class ChoiceGroup:
         object.__setattr__(self, "options", tuple(self.options))
 
 
+_NONE = freeze(np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class FlatGroups:
+    """Choice groups as arrays: option k has indicator ``indicator[k]`` and lies in group
+    ``group[k]`` (groups 0..G-1, a group's options in order of k); member i, variable
+    ``members[i]``, belongs to option ``member_option[i]`` (an option's members in order of
+    i); ``exact[g]`` as :attr:`ChoiceGroup.exact` (default: none; G is then max(group) + 1).
+    The same groups as the :class:`ChoiceGroup` sequence :attr:`Problem.groups` gives back.
+    A Problem's own (:attr:`Problem.flat_groups`) is sorted by group, then option, read-only."""
+
+    indicator: Any
+    group: Any
+    members: Any = None
+    member_option: Any = None
+    exact: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("indicator", "group", "members", "member_option"):
+            value = getattr(self, name)
+            arr = _NONE if value is None else np.asarray(value)
+            if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+                raise ProblemError(f"FlatGroups.{name}: must be a 1-D integer array")
+            object.__setattr__(self, name, freeze(arr.astype(np.int64)))
+        if self.indicator.size != self.group.size or self.members.size != self.member_option.size:
+            raise ProblemError("FlatGroups: indicator and group (members and member_option) differ in length")
+        if (self.group < 0).any() or ((self.member_option < 0) | (self.member_option >= self.indicator.size)).any():
+            raise ProblemError("FlatGroups: a negative group, or a member_option that names no option")
+        size = int(self.group.max()) + 1 if self.group.size else 0
+        exact = np.zeros(size, dtype=bool) if self.exact is None else np.asarray(self.exact)
+        if exact.ndim != 1 or exact.size < size or (exact.size and exact.dtype != bool):
+            raise ProblemError(f"FlatGroups.exact: expected a boolean vector of at least {size} groups")
+        object.__setattr__(self, "exact", freeze(exact.copy()))
+
+    def sorted(self) -> "FlatGroups":
+        """The same groups with options by group (then k) and members by option (then i)."""
+        order = np.argsort(self.group, kind="stable")
+        new = np.empty_like(order)
+        new[order] = np.arange(order.size)
+        mem_opt = new[self.member_option]
+        by_opt = np.argsort(mem_opt, kind="stable")
+        return FlatGroups(self.indicator[order], self.group[order], self.members[by_opt], mem_opt[by_opt], self.exact)
+
+    @classmethod
+    def of(cls, groups: Sequence["ChoiceGroup"]) -> tuple["FlatGroups", tuple["ChoiceGroup", ...]]:
+        """The arrays of a :class:`ChoiceGroup` sequence (checked), and the sequence as a tuple."""
+        groups = tuple(groups)
+        indicators: list[int] = []
+        members: list[np.ndarray] = []
+        counts = np.zeros(len(groups), dtype=np.int64)
+        for g, group in enumerate(groups):
+            if not isinstance(group, ChoiceGroup):
+                raise ProblemError(f"groups[{g}]: expected ChoiceGroup, got {type(group).__name__}")
+            if not group.options:
+                raise ProblemError(f"groups[{g}]: has no options")
+            for k, opt in enumerate(group.options):
+                if not isinstance(opt, Option):
+                    raise ProblemError(f"groups[{g}].options[{k}]: expected Option, got {type(opt).__name__}")
+                indicators.append(opt.indicator)
+                members.append(opt.members)
+            counts[g] = len(group.options)
+        sizes = np.fromiter((m.size for m in members), dtype=np.int64, count=len(members))
+        return cls(np.array(indicators, dtype=np.int64), np.repeat(np.arange(len(groups)), counts),
+                   np.concatenate(members) if sizes.sum() else _NONE, np.repeat(np.arange(len(members)), sizes),
+                   np.array([grp.exact for grp in groups], dtype=bool)), groups
+
+    def choice_groups(self) -> tuple["ChoiceGroup", ...]:
+        """As :class:`ChoiceGroup` objects (read-only members shared with these arrays)."""
+        flat = self.sorted()
+        starts = np.searchsorted(flat.member_option, np.arange(flat.indicator.size + 1))
+        options = [_trusted_option(i, flat.members[a:b])
+                   for i, a, b in zip(flat.indicator.tolist(), starts[:-1].tolist(), starts[1:].tolist())]
+        cut = np.searchsorted(flat.group, np.arange(flat.exact.size + 1)).tolist()
+        return tuple(ChoiceGroup(tuple(options[cut[g]:cut[g + 1]]), bool(e)) for g, e in enumerate(flat.exact.tolist()))
+
+
+def _trusted_option(indicator: int, members: np.ndarray) -> Option:
+    option = object.__new__(Option)  # already checked, members read-only int64
+    option.__dict__.update(indicator=indicator, members=members)
+    return option
+
+
 class Problem:
     """min/max c.x + offset  s.t.  A x <= b (packing, A>=0, b>=0), C x >= d (covering, C>=0, d>=0),
     g_lo <= G x <= g_hi (general rows, any sign), 0 <= x <= upper, x_i integer where integer[i],
@@ -84,28 +171,11 @@ class Problem:
 
     _frozen = False
 
-    def __init__(
-        self,
-        *,
-        c: Any,
-        sense: str = "min",
-        A: Any = None,
-        b: Any = None,
-        C: Any = None,
-        d: Any = None,
-        G: Any = None,
-        g_lo: Any = None,
-        g_hi: Any = None,
-        upper: Any = None,
-        integer: Any = None,
-        groups: Sequence[ChoiceGroup] = (),
-        offset: float = 0.0,
-        name: str = "problem",
-        var_names: Sequence[str] | None = None,
-        pack_names: Sequence[str] | None = None,
-        cover_names: Sequence[str] | None = None,
-        general_names: Sequence[str] | None = None,
-    ) -> None:
+    def __init__(self, *, c: Any, sense: str = "min", A: Any = None, b: Any = None, C: Any = None, d: Any = None,
+                 G: Any = None, g_lo: Any = None, g_hi: Any = None, upper: Any = None, integer: Any = None,
+                 groups: Sequence[ChoiceGroup] | FlatGroups = (), offset: float = 0.0, name: str = "problem",
+                 var_names: Sequence[str] | None = None, pack_names: Sequence[str] | None = None,
+                 cover_names: Sequence[str] | None = None, general_names: Sequence[str] | None = None) -> None:
         c = check_vector("c", c, None)
         if not np.isfinite(c).all():
             raise ProblemError(f"c[{int(np.flatnonzero(~np.isfinite(c))[0])}] is not finite")
@@ -130,17 +200,14 @@ class Problem:
             bad = ~np.isfinite(mat.data)
             if bad.any():
                 r, j, v = first_entry(mat, bad)
-                raise ProblemError(
-                    f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} is not finite"
-                )
+                raise ProblemError(f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} "
+                                   "is not finite")
         for arg, mat, names, kind in (("A", A_, self.pack_names, "packing"), ("C", C_, self.cover_names, "covering")):
             neg = mat.data < 0
             if neg.any():
                 r, j, v = first_entry(mat, neg)
-                raise ProblemError(
-                    f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} < 0: "
-                    f"{kind} coefficients must be non-negative (put signed rows in G)"
-                )
+                raise ProblemError(f"{arg}[row {label(names, r)}, column {label(self.var_names, j)}] = {v} < 0: "
+                                   f"{kind} coefficients must be non-negative (put signed rows in G)")
         for arg, vec, names, kind in (("b", b_, self.pack_names, "packing"), ("d", d_, self.cover_names, "covering")):
             neg = vec < 0
             if neg.any():
@@ -166,9 +233,8 @@ class Problem:
         empty_gen = (np.diff(G_.indptr) == 0) & ((lo_ > 0) | (hi_ < 0))
         if empty_gen.any():
             r = int(np.flatnonzero(empty_gen)[0])
-            raise ProblemError(
-                f"G[row {label(self.general_names, r)}] is all zero but 0 is outside [{lo_[r]}, {hi_[r]}]: never satisfiable"
-            )
+            raise ProblemError(f"G[row {label(self.general_names, r)}] is all zero but 0 is outside "
+                               f"[{lo_[r]}, {hi_[r]}]: never satisfiable")
 
         upper_ = check_vector("upper", upper, n, default=np.inf)
         if (upper_ < 0).any():
@@ -192,7 +258,12 @@ class Problem:
         self.g_lo, self.g_hi = freeze(lo_), freeze(hi_)
         self.upper = freeze(upper_)
         self.integer = freeze(integer_)
-        self.groups = self._check_groups(groups)
+        if isinstance(groups, FlatGroups):
+            flat, self._groups = groups.sorted(), None
+        else:
+            flat, self._groups = FlatGroups.of(groups)
+        #: the choice groups as arrays (:class:`FlatGroups`), sorted by group and option
+        self.flat_groups = self._check_groups(flat)
         self.offset = offset
         self.name = str(name)
         self._implied = self._build_implied()
@@ -203,11 +274,16 @@ class Problem:
             raise AttributeError(f"Problem is read-only (tried to set {key!r})")
         object.__setattr__(self, key, value)
 
+    @property
+    def groups(self) -> tuple[ChoiceGroup, ...]:
+        """The choice groups as given, or made from :class:`FlatGroups` on first use."""
+        if self._groups is None:
+            object.__setattr__(self, "_groups", self.flat_groups.choice_groups())
+        return self._groups
+
     def __repr__(self) -> str:
-        return (
-            f"Problem({self.name!r}, {self.sense}, n={self.n}, pack={self.A.shape[0]}, cover={self.C.shape[0]}, "
-            f"general={self.G.shape[0]}, groups={len(self.groups)})"
-        )
+        return (f"Problem({self.name!r}, {self.sense}, n={self.n}, pack={self.A.shape[0]}, cover={self.C.shape[0]}, "
+                f"general={self.G.shape[0]}, groups={self.flat_groups.exact.size})")
 
     @staticmethod
     def _rhs(arg: str, value: Any, mat: sp.csr_array, mat_arg: str) -> np.ndarray:
@@ -219,33 +295,19 @@ class Problem:
             raise ProblemError(f"{arg}[{int(np.flatnonzero(~np.isfinite(vec))[0])}] is not finite")
         return vec
 
-    def _check_groups(self, groups: Sequence[ChoiceGroup]) -> tuple[ChoiceGroup, ...]:
-        """Vectorised over all options; the message names the first offending option."""
-        groups = tuple(groups)
-        where: list[tuple[int, int]] = []
-        indicators: list[int] = []
-        members: list[np.ndarray] = []
-        for g, group in enumerate(groups):
-            if not isinstance(group, ChoiceGroup):
-                raise ProblemError(f"groups[{g}]: expected ChoiceGroup, got {type(group).__name__}")
-            if not group.options:
-                raise ProblemError(f"groups[{g}]: has no options")
-            for k, opt in enumerate(group.options):
-                if not isinstance(opt, Option):
-                    raise ProblemError(f"groups[{g}].options[{k}]: expected Option, got {type(opt).__name__}")
-                where.append((g, k))
-                indicators.append(opt.indicator)
-                members.append(opt.members)
-        if not where:
-            return groups
-        ind = np.array(indicators, dtype=np.int64)
-        sizes = np.array([m.size for m in members], dtype=np.int64)
-        mem = np.concatenate(members) if sizes.sum() else np.zeros(0, dtype=np.int64)
-        mem_opt = np.repeat(np.arange(len(where)), sizes)
+    def _check_groups(self, flat: FlatGroups) -> FlatGroups:
+        """Vectorised over all options (``flat`` sorted); the message names the first offending option."""
+        n_groups, ind, mem, mem_opt = flat.exact.size, flat.indicator, flat.members, flat.member_option
+        cut = np.searchsorted(flat.group, np.arange(n_groups + 1))
+        empty = np.flatnonzero(cut[1:] == cut[:-1])
+        if empty.size:
+            raise ProblemError(f"groups[{empty[0]}]: has no options")
+        if not ind.size:
+            return flat
 
         def fail(o: int, reason: str) -> None:
-            g, k = where[o]
-            raise ProblemError(f"groups[{g}].options[{k}]: {reason}")
+            g = int(flat.group[o])
+            raise ProblemError(f"groups[{g}].options[{o - cut[g]}]: {reason}")
 
         bad = np.flatnonzero((ind < 0) | (ind >= self.n))
         if bad.size:
@@ -262,7 +324,7 @@ class Problem:
         if bad.size:
             fail(int(mem_opt[bad[0]]), f"member {label(self.var_names, int(mem[bad[0]]))} needs a finite upper bound")
         used = np.concatenate((ind, mem))
-        owner = np.concatenate((np.arange(len(where)), mem_opt))
+        owner = np.concatenate((np.arange(ind.size), mem_opt))
         order = np.argsort(used, kind="stable")
         repeat = np.flatnonzero(used[order][1:] == used[order][:-1]) + 1
         if repeat.size:
@@ -270,31 +332,22 @@ class Problem:
             first = int(clash[np.argmin(owner[clash])])
             fail(int(owner[first]), f"variable {label(self.var_names, int(used[first]))} already appears in a "
                                     "choice option (each variable may be in at most one option of one group)")
-        return groups
+        return flat
 
     def _build_implied(self) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
         """Group rows first (one per group), then one linking row per member, in group/option/member order."""
-        n_groups = len(self.groups)
-        g_rows, g_cols, ind_of_member, members = [], [], [], []
-        for g, group in enumerate(self.groups):
-            for opt in group.options:
-                g_rows.append(g)
-                g_cols.append(opt.indicator)
-                ind_of_member.append(np.full(opt.members.size, opt.indicator, dtype=np.int64))
-                members.append(opt.members)
-        mem = np.concatenate(members) if members else np.zeros(0, dtype=np.int64)
-        ind = np.concatenate(ind_of_member) if ind_of_member else np.zeros(0, dtype=np.int64)
+        flat = self.flat_groups
+        n_groups, mem = flat.exact.size, flat.members
         n_link = mem.size
         link_rows = n_groups + np.arange(n_link)
-        rows = np.concatenate((np.asarray(g_rows, dtype=np.int64), link_rows, link_rows))
-        cols = np.concatenate((np.asarray(g_cols, dtype=np.int64), mem, ind))
-        vals = np.concatenate((np.ones(len(g_cols)), np.ones(n_link), -self.upper[mem]))
+        rows = np.concatenate((flat.group, link_rows, link_rows))
+        cols = np.concatenate((flat.indicator, mem, flat.indicator[flat.member_option]))
+        vals = np.concatenate((np.ones(flat.indicator.size), np.ones(n_link), -self.upper[mem]))
         R = sp.csr_array((vals, (rows, cols)), shape=(n_groups + n_link, self.n))
         R.sum_duplicates()
         R.eliminate_zeros()
         R.sort_indices()
-        exact = np.array([grp.exact for grp in self.groups], dtype=bool)
-        lo = np.concatenate((np.where(exact, 1.0, -np.inf), np.full(n_link, -np.inf)))
+        lo = np.concatenate((np.where(flat.exact, 1.0, -np.inf), np.full(n_link, -np.inf)))
         hi = np.concatenate((np.ones(n_groups), np.zeros(n_link)))
         return freeze_csr(R), freeze(lo), freeze(hi)
 
@@ -333,8 +386,9 @@ class Problem:
         for prefix, names, m in (("pack", self.pack_names, self.A.shape[0]), ("cover", self.cover_names, self.C.shape[0]),
                                  ("general", self.general_names, self.G.shape[0])):
             out.extend(names if names is not None else (f"{prefix}{i}" for i in range(m)))
-        out.extend(f"group{g}" for g in range(len(self.groups)))
-        out.extend(f"link{i}" for i in range(self._implied[0].shape[0] - len(self.groups)))
+        n_groups = self.flat_groups.exact.size
+        out.extend(f"group{g}" for g in range(n_groups))
+        out.extend(f"link{i}" for i in range(self._implied[0].shape[0] - n_groups))
         return out
 
     def objective(self, x: Any) -> float:

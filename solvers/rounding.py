@@ -82,17 +82,9 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     upper = np.where(integer, np.floor(problem.upper + SNAP), problem.upper)
     x = np.clip(np.asarray(x_lp, dtype=np.float64), 0.0, upper)
 
-    opt_ind, opt_group, mem_var, mem_opt = [], [], [], []
-    for g, group in enumerate(problem.groups):
-        for opt in group.options:
-            mem_var.append(opt.members)
-            mem_opt.append(np.full(opt.members.size, len(opt_ind), dtype=np.int64))
-            opt_ind.append(opt.indicator)
-            opt_group.append(g)
-    opt_ind = np.asarray(opt_ind, dtype=np.int64)
-    opt_group = np.asarray(opt_group, dtype=np.int64)
-    mem_var = np.concatenate(mem_var) if mem_var else np.zeros(0, dtype=np.int64)
-    mem_opt = np.concatenate(mem_opt) if mem_opt else np.zeros(0, dtype=np.int64)
+    flat = problem.flat_groups  # options by group, members by option
+    opt_ind, opt_group, mem_var, mem_opt = (a.copy() for a in (flat.indicator, flat.group, flat.members,
+                                                                flat.member_option))
     in_group = np.zeros(n, dtype=bool)
     in_group[opt_ind] = True
     in_group[mem_var] = True
@@ -130,8 +122,8 @@ def plan_rounding(problem: Problem, x_lp: np.ndarray, *, scale: str | float | tu
     marginal = np.where(integer, snap(marginal), marginal)
 
     # Choice groups: option probabilities and conditional member targets.
-    n_groups = len(problem.groups)
-    group_exact = np.array([grp.exact for grp in problem.groups], dtype=bool)
+    n_groups = flat.exact.size
+    group_exact = flat.exact.copy()
     opt_prob = x[opt_ind].copy()
     total = np.bincount(opt_group, weights=opt_prob, minlength=n_groups)
     norm = np.where(group_exact, total, np.maximum(total, 1.0))

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 from solvers.check import is_feasible, violations
 from solvers.files import write_mps
-from solvers.problem import ChoiceGroup, Option, Problem, ProblemError
+from solvers.problem import ChoiceGroup, FlatGroups, Option, Problem, ProblemError
 
 BASE = dict(c=[1.0, 2.0, 3.0], A=[[1, 1, 0]], b=[1.0], C=[[0, 1, 1]], d=[1.0])
 
@@ -203,3 +203,49 @@ def test_violation_tolerance_scales_with_rhs():
 def test_write_mps_rejects_wrong_extension(tmp_path):
     with pytest.raises(ValueError, match=r"must end with '\.mps'"):
         write_mps(Problem(**BASE), tmp_path / "model.lp")
+
+
+def _same_problem(p: Problem, q: Problem) -> None:
+    assert p.groups == q.groups
+    for a, b in zip(p.implied_rows(), q.implied_rows()):
+        np.testing.assert_array_equal(a.toarray() if sp.issparse(a) else a, b.toarray() if sp.issparse(b) else b)
+    for field in ("indicator", "group", "members", "member_option", "exact"):
+        np.testing.assert_array_equal(getattr(p.flat_groups, field), getattr(q.flat_groups, field))
+
+
+def test_flat_groups_are_the_same_groups_as_choice_group_objects():
+    """Options given out of group order (and members out of option order) come back sorted."""
+    objects = Problem(**grouped(c=[1, 2, 3, 0, 0, 0, 0], upper=[2, 1, 3, 1, 1, 1, 1], groups=[
+        ChoiceGroup((Option(3, [0, 1]), Option(4, [2])), exact=True), ChoiceGroup((Option(5, []), Option(6, [])))]))
+    flat = FlatGroups(indicator=[5, 3, 6, 4], group=[1, 0, 1, 0], members=[2, 0, 1], member_option=[3, 1, 1],
+                      exact=[True, False])
+    arrays = Problem(**grouped(c=[1, 2, 3, 0, 0, 0, 0], upper=[2, 1, 3, 1, 1, 1, 1], groups=flat))
+    _same_problem(objects, arrays)
+    assert [g.exact for g in arrays.groups] == [True, False]
+    assert not arrays.groups[0].options[0].members.flags.writeable
+    np.testing.assert_array_equal(arrays.flat_groups.indicator, [3, 4, 5, 6])
+    _same_problem(arrays, Problem(**grouped(c=[1, 2, 3, 0, 0, 0, 0], upper=[2, 1, 3, 1, 1, 1, 1],
+                                            groups=arrays.flat_groups)))
+
+
+@pytest.mark.parametrize("flat, match", [
+    (FlatGroups([3, 4], [0, 2]), r"groups\[1\]: has no options"),
+    (FlatGroups([3, 4], [0, 0], [0, 0], [0, 1]), r"groups\[0\]\.options\[1\]: variable 0 already appears"),
+    (FlatGroups([3, 7], [0, 1]), r"groups\[1\]\.options\[0\]: indicator 7 out of range"),
+    (FlatGroups([3], [0], [9], [0]), r"groups\[0\]\.options\[0\]: member index out of range"),
+])
+def test_flat_group_errors_name_the_option_as_objects_would(flat, match):
+    with pytest.raises(ProblemError, match=match):
+        Problem(**grouped(groups=flat))
+
+
+@pytest.mark.parametrize("args, match", [
+    (([3], [0, 1]), r"differ in length"),
+    (([3], [-1]), r"negative group"),
+    (([3], [0], [1], [2]), r"names no option"),
+    (([3.5], [0]), r"FlatGroups.indicator: must be a 1-D integer array"),
+    (([3], [1], None, None, [True]), r"FlatGroups.exact"),
+])
+def test_flat_groups_check_their_arrays(args, match):
+    with pytest.raises(ProblemError, match=match):
+        FlatGroups(*args)

@@ -14,7 +14,7 @@ from solvers.guarantee import TOL, chernoff, compute_guarantee, event_rows, widt
 from solvers.lp import solve_lp
 from solvers.orlib import read_gap, read_mknap1
 from solvers.pipeline import solve_rounding
-from solvers.problem import ChoiceGroup, Option, Problem
+from solvers.problem import ChoiceGroup, FlatGroups, Option, Problem
 from solvers.result import Status
 from solvers.rounding import plan_rounding, round_derandomized, round_most_likely, round_trials
 
@@ -323,3 +323,23 @@ def test_most_likely_rounding_picks_the_heaviest_option_and_rounds_its_members()
     assert x[2] == 2 and x[3] in (0, 1)                   # members at their rounded conditional value
     assert x[5] == 3                                      # a free integer rounded to nearest
     assert np.array_equal(x, round_most_likely(plan_rounding(problem, x_lp, scale=1.0)))
+
+
+def test_the_plan_is_the_same_whether_groups_come_as_objects_or_arrays():
+    prob, x = _structured(3)
+    flat = prob.flat_groups
+    start = np.searchsorted(flat.group, flat.group)  # options interleaved: first of every group, second, ...
+    shuffled = np.lexsort((flat.group, np.arange(flat.group.size) - start))
+    back = np.empty_like(shuffled)
+    back[shuffled] = np.arange(shuffled.size)
+    arrays = Problem(c=prob.c, A=prob.A, b=prob.b, C=prob.C, d=prob.d, G=prob.G, g_lo=prob.g_lo, g_hi=prob.g_hi,
+                     upper=prob.upper, groups=FlatGroups(flat.indicator[shuffled], flat.group[shuffled], flat.members,
+                                                         back[flat.member_option], flat.exact))
+    assert arrays.groups == prob.groups
+    one, two = plan_rounding(prob, x), plan_rounding(arrays, x)
+    for name in one.__dataclass_fields__:
+        a, b = getattr(one, name), getattr(two, name)
+        if sp.issparse(a):
+            assert (a != b).nnz == 0
+        else:
+            np.testing.assert_array_equal(a, b)
