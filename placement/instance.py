@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -30,6 +31,27 @@ TOL_FIT = TOL / 2
 MB_TO_GB = 0.008
 #: MODEL.md's completion test: a job completes once its batches reach work_batches x COMPLETE.
 COMPLETE = 1 - TOL
+
+_CLUSTER: dict[int, tuple[weakref.ref, dict]] = {}
+
+
+def cluster_cache(topology: Topology) -> dict:
+    """A dict for values that depend only on ``topology`` (and on what their key says),
+    kept while the topology lives: the instances built on one cluster (an online decision
+    makes one per partition) compute them once."""
+    key = id(topology)
+    entry = _CLUSTER.get(key)
+    if entry is not None and entry[0]() is topology:
+        return entry[1]
+
+    def drop(ref: weakref.ref, key: int = key) -> None:
+        if _CLUSTER.get(key, (None,))[0] is ref:
+            _CLUSTER.pop(key, None)
+
+    store: dict = {}
+    _CLUSTER[key] = (weakref.ref(topology, drop), store)
+    return store
+
 
 _JOB_REQUIRED = ("id", "arrival", "work_batches", "batch_seconds", "worker", "ps", "max_workers",
                  "worker_gbps", "ps_gbps")
@@ -161,6 +183,7 @@ class Instance:
         declared = set(self.resources)
         for i, m in enumerate(self.topology.machines):
             self._check_names(m.capacity, f"topology.machines[{i}].capacity", declared)
+        fits = self._fit_all()
         seen: set[str] = set()
         for i, job in enumerate(self.jobs):
             where = join("jobs", i)
@@ -176,7 +199,8 @@ class Instance:
                     job.min_workers, job.max_workers):
                 fail(join(where, "speed"), f"the table covers W = {job.speed.min_workers}.."
                      f"{job.speed.max_workers}, the job {job.min_workers}..{job.max_workers}", InstanceError)
-            self._check_fits(job, where)
+            if not fits[i]:
+                self._check_fits(job, where)
 
     @staticmethod
     def _check_names(vector_: dict[str, float], where: str, declared: set[str]) -> None:
@@ -184,6 +208,26 @@ class Instance:
             if r not in declared:
                 fail(join(where, r), f"resource {r!r} is not declared in `resources`",
                      InstanceError)
+
+    def _fit_all(self) -> np.ndarray:
+        """Per job, whether :meth:`_check_fits` passes it: its arithmetic over all jobs at
+        once (in blocks of jobs, so that jobs x machine types x resources stays small)."""
+        kinds, which = self.machine_kinds
+        counts = np.bincount(which, minlength=len(kinds))
+        res, many = self.resources, 10**9
+        ok = np.zeros(len(self.jobs), dtype=bool)
+        step = max(1, 2**20 // max(1, len(kinds) * len(res)))
+        for a in range(0, len(self.jobs), step):
+            block = self.jobs[a:a + step]
+            alpha = np.array([[job.worker.get(r, 0) for r in res] for job in block], dtype=float)[:, None, :]
+            beta = np.array([[job.ps.get(r, 0) for r in res] for job in block], dtype=float)[:, None, :]
+            fit = (alpha <= kinds + 1e-9).all(axis=2).any(axis=1) & (beta <= kinds + 1e-9).all(axis=2).any(axis=1)
+            with np.errstate(divide="ignore", over="ignore"):
+                per = np.where(alpha > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(alpha > 0, alpha, 1), many)),
+                               many)
+            room = np.minimum(per.min(axis=2) @ counts, many)  # whole numbers: exact in any order
+            ok[a:a + step] = fit & (room >= [job.min_workers for job in block])
+        return ok
 
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
@@ -246,15 +290,29 @@ class Instance:
 
     @cached_property
     def capacity_matrix(self) -> np.ndarray:
-        """Capacity per machine (rows, topology order) and resource (columns)."""
-        return np.array([[m.capacity.get(r, 0) for r in self.resources]
-                         for m in self.topology.machines], dtype=float)
+        """Capacity per machine (rows, topology order) and resource (columns); read-only,
+        shared by the instances on the same topology (:func:`cluster_cache`)."""
+        store = cluster_cache(self.topology)
+        key = ("capacity", self.resources)
+        if key not in store:
+            cap = np.array([[m.capacity.get(r, 0) for r in self.resources] for m in self.topology.machines],
+                           dtype=float)
+            cap.flags.writeable = False
+            store[key] = cap
+        return store[key]
 
     @cached_property
     def machine_kinds(self) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct capacity rows and, per machine, which one it has."""
-        kinds, which = np.unique(self.capacity_matrix, axis=0, return_inverse=True)
-        return kinds, which.reshape(-1)
+        """The distinct capacity rows and, per machine, which one it has (read-only, shared
+        as :attr:`capacity_matrix`)."""
+        store = cluster_cache(self.topology)
+        key = ("kinds", self.resources)
+        if key not in store:
+            kinds, which = np.unique(self.capacity_matrix, axis=0, return_inverse=True)
+            which = which.reshape(-1)
+            kinds.flags.writeable = which.flags.writeable = False
+            store[key] = kinds, which
+        return store[key]
 
     @cached_property
     def best_local_gbps(self) -> float:

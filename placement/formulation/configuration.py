@@ -32,16 +32,18 @@ for per-slot decisions; it is then a planning model, as are restricted domains.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from placement import deadline
 from placement.formulation.aggregated import AggregateDecoder
-from placement.formulation.domains import Domains, fit_table, subtrees
+from placement.formulation.domains import Domains, FitTable, local_gbps, subtrees
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows, packing_rows
-from placement.instance import Instance, Job
+from placement.instance import MB_TO_GB, Instance, Job
 from placement.intent import Intent, JobIntent
-from solvers.problem import ChoiceGroup, Option, Problem
+from solvers.problem import FlatGroups, Problem
 
 __all__ = ["COUNTS", "ConfigurationDecoder", "formulate_configuration"]
 
@@ -51,15 +53,19 @@ COUNTS = ("all", "powers")
 
 def worker_counts(job: Job, most: int, counts: str) -> list[int]:
     """The worker counts of a domain that holds at most ``most`` workers of ``job``."""
-    top = min(job.max_workers, most)
-    if top < job.min_workers:
+    return _worker_counts(job.min_workers, job.max_workers, most, counts)
+
+
+def _worker_counts(min_workers: int, max_workers: int, most: int, counts: str) -> list[int]:
+    top = min(max_workers, most)
+    if top < min_workers:
         return []
     if counts == "all":
-        return list(range(job.min_workers, top + 1))
-    picked = {job.min_workers, top}
+        return list(range(min_workers, top + 1))
+    picked = {min_workers, top}
     w = 1
     while w < top:
-        if w > job.min_workers:
+        if w > min_workers:
             picked.add(w)
         w *= 2
     return sorted(picked)
@@ -82,10 +88,11 @@ class ConfigurationDecoder:
     repair the rest)."""
 
     def __init__(self, instance: Instance, domains: Domains, o_job: np.ndarray, o_slot: np.ndarray,
-                 o_dom: np.ndarray, o_workers: np.ndarray, o_split: list, n_opt: int):
+                 o_dom: np.ndarray, o_workers: np.ndarray, o_split: np.ndarray, splits: list, n_opt: int):
+        """``splits[o_split[o]]``: option o's machine split, (machine, room) most room first."""
         self.instance, self.domains = instance, domains
-        self.o_job, self.o_slot, self.o_dom, self.o_workers, self.o_split = o_job, o_slot, o_dom, o_workers, o_split
-        self.n_opt = n_opt
+        self.o_job, self.o_slot, self.o_dom, self.o_workers = o_job, o_slot, o_dom, o_workers
+        self.o_split, self.splits, self.n_opt = o_split, splits, n_opt
 
     def decode(self, x: np.ndarray) -> Intent:
         inst = self.instance
@@ -95,10 +102,61 @@ class ConfigurationDecoder:
         for o in chosen.tolist():
             job = inst.jobs[int(self.o_job[o])]
             w = int(self.o_workers[o])
-            tasks = AggregateDecoder._spread(self.o_split[o], w, job.min_ps(w), machines)
+            tasks = AggregateDecoder._spread(self.splits[int(self.o_split[o])], w, job.min_ps(w), machines)
             intent.slots[int(self.o_slot[o])][job.id] = JobIntent(
                 self.domains.nodes[self.domains.node[int(self.o_dom[o])]], tasks)
         return intent
+
+
+@functools.lru_cache(maxsize=256)
+def _counts_rows(min_workers: int, max_workers: int, counts: str) -> np.ndarray:
+    """Row ``most`` (0..max_workers): :func:`worker_counts` of a domain holding ``most``
+    workers, padded with -1 (read-only; it depends on the job's bounds alone)."""
+    lists = [_worker_counts(min_workers, max_workers, most, counts) for most in range(max_workers + 1)]
+    table = np.full((len(lists), max(1, max(map(len, lists)))), -1, dtype=np.int64)
+    for i, ws in enumerate(lists):
+        table[i, : len(ws)] = ws
+    table.flags.writeable = False
+    return table
+
+
+def job_configurations(instance: Instance, job: Job, fits: FitTable, doms: Domains, allowed: np.ndarray,
+                       counts: str, splits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The configurations of ``job`` (its ``fits``) over domains ``allowed`` (ascending), in
+    domain then W order: their domains, worker counts, batches per slot (dt x
+    :func:`config_rate`) and machine splits (indices of lists appended to ``splits``, one
+    per domain)."""
+    dt = instance.slot_seconds
+    local = allowed[doms.is_local[allowed]]  # a local domain d is machine d
+    table = _counts_rows(job.min_workers, job.max_workers, counts)[np.minimum(fits.local[local], job.max_workers)]
+    has = table[:, 0] >= 0
+    local, table = local[has], table[has]
+    keep = table >= 0
+    d_parts = [np.broadcast_to(local[:, None], table.shape)[keep]]
+    w_parts = [table[keep]]
+    s_parts = [len(splits) + np.repeat(np.arange(len(local)), keep.sum(axis=1))]
+    splits.extend([(h, m)] for h, m in zip(local.tolist(), fits.local[local].tolist()))
+    for d in allowed[~doms.is_local[allowed]].tolist():
+        members = doms.member_arrays[d]
+        useful = members[(fits.workers[members] >= 1) | (fits.ps[members] >= 1)]
+        if len(useful) < 2:
+            continue
+        room = fits.workers[useful]
+        ws = worker_counts(job, int(room.sum()), counts)
+        order = np.argsort(-room, kind="stable")
+        d_parts.append(np.full(len(ws), d, dtype=np.int64))
+        w_parts.append(np.array(ws, dtype=np.int64))
+        s_parts.append(np.full(len(ws), len(splits), dtype=np.int64))
+        splits.append(list(zip(useful[order].tolist(), room[order].tolist())))
+    o_dom, o_w, o_split = (np.concatenate(parts) for parts in (d_parts, w_parts, s_parts))
+    spread = ~doms.is_local[o_dom]
+    if job.speed is not None:
+        rate = np.array(job.speed.local)[o_w - job.min_workers]
+        rate[spread] = [config_rate(instance, job, w, False, -1) for w in o_w[spread].tolist()]
+    else:  # W / theta, as config_rate computes it
+        gbps = np.where(spread, job.worker_gbps, local_gbps(instance.topology)[np.where(spread, 0, o_dom)])
+        rate = o_w / (job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / gbps)
+    return o_dom, o_w, dt * rate, o_split
 
 
 def formulate_configuration(instance: Instance, *, start: int = 0, end: int | None = None,
@@ -114,45 +172,39 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
         raise ValueError(f"counts must be one of {', '.join(COUNTS)}, got {counts!r}")
     progress = ProgressBlock(instance, start=start, end=end, remaining=remaining)
     end, jobs = progress.end, progress.jobs
-    topo, dt, res = instance.topology, instance.slot_seconds, instance.resources
-    doms = Domains(instance)
-    nodes = topo.nodes
+    res = instance.resources
+    doms = Domains.of(instance)
+    nodes = instance.topology.nodes
     tree = subtrees(instance, doms)
 
-    # ---- configurations per job: (domain, W, rate per slot, machine split) ---------------
-    o_job, o_slot, o_dom, o_w, o_speed, o_split = [], [], [], [], [], []
+    # ---- configurations per job, repeated per slot (t > start: only the later domains) ----
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("job", "slot", "dom", "w", "speed", "split", "ps")}
+    splits: list = []
     for j in jobs:
         job = instance.jobs[j]
-        allow = None if domains is None else domains.get(job.id)
-        fits = fit_table(job, instance)
-        per_job = []
-        for d, members in enumerate(doms.machines):
-            if allow is not None and nodes[doms.node[d]] not in allow:
-                continue
-            local = bool(doms.is_local[d])
-            if local:
-                h = members[0]
-                most, split = int(fits.local[h]), [(h, int(fits.local[h]))]
-            else:
-                useful = [h for h in members if fits.workers[h] >= 1 or fits.ps[h] >= 1]
-                if len(useful) < 2:
-                    continue
-                h = useful[0]
-                most = int(fits.workers[useful].sum())
-                split = sorted(((k, int(fits.workers[k])) for k in useful), key=lambda item: -item[1])
-            for w in worker_counts(job, most, counts):
-                per_job.append((d, w, dt * config_rate(instance, job, w, local, h), split))
+        allow = doms.allowed(None if domains is None else domains.get(job.id))
+        c_dom, c_w, c_speed, c_split = job_configurations(instance, job, progress.fits[progress.position[j]], doms,
+                                                          allow, counts, splits)
         later = None if later_domains is None else later_domains.get(job.id)
+        every = np.arange(len(c_dom))
+        if later is not None:
+            in_later = np.zeros(len(doms.node), dtype=bool)
+            in_later[doms.allowed(later)] = True
+        after = every if later is None else np.flatnonzero(in_later[c_dom])
+        picks = []
         for t in range(max(job.arrival, start), end):
             deadline.check("building the model")
-            for d, w, speed, split in per_job:
-                if t > start and later is not None and nodes[doms.node[d]] not in later:
-                    continue
-                o_job.append(j); o_slot.append(t); o_dom.append(d)
-                o_w.append(w); o_speed.append(speed); o_split.append(split)
+            picks.append(every if t == start else after)
+            parts["slot"].append(np.full(len(picks[-1]), t, dtype=np.int64))
+        pick = np.concatenate(picks) if picks else every[:0]
+        ps = np.array([job.min_ps(w) for w in c_w.tolist()], dtype=float)
+        for key, value in (("dom", c_dom), ("w", c_w), ("speed", c_speed), ("split", c_split), ("ps", ps)):
+            parts[key].append(value[pick])
+        parts["job"].append(np.full(len(pick), j, dtype=np.int64))
+    o_job, o_slot, o_dom, o_w, o_split = (np.concatenate(parts[k]).astype(np.int64)
+                                          for k in ("job", "slot", "dom", "w", "split"))
+    o_speed, s_o = (np.concatenate(parts[k]).astype(float) for k in ("speed", "ps"))
     n_opt = len(o_job)
-    o_job, o_slot, o_dom, o_w = (np.array(a, dtype=np.int64) for a in (o_job, o_slot, o_dom, o_w))
-    o_speed = np.array(o_speed, dtype=float)
 
     progress.place(n_opt)
     n = progress.n
@@ -164,11 +216,11 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     integer = np.concatenate([np.ones(n_opt, dtype=bool), np.zeros(n - n_opt, dtype=bool)])
 
     # ---- packing: subtree capacity (t, u, r) and spread-domain uplinks (t, v) ---------
-    jobs_o = [instance.jobs[j] for j in o_job.tolist()]
-    alpha = np.array([[jb.worker.get(r, 0) for r in res] for jb in jobs_o], dtype=float).reshape(-1, len(res))
-    beta = np.array([[jb.ps.get(r, 0) for r in res] for jb in jobs_o], dtype=float).reshape(-1, len(res))
-    s_o = np.array([jb.min_ps(int(w)) for jb, w in zip(jobs_o, o_w.tolist())], dtype=float)
-    demand = o_w[:, None] * alpha + s_o[:, None] * beta
+    of_job = progress.positions(o_job)
+    job_list = [instance.jobs[j] for j in jobs]
+    alpha = np.array([[jb.worker.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
+    beta = np.array([[jb.ps.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
+    demand = o_w[:, None] * alpha[of_job] + s_o[:, None] * beta[of_job]
     R, N, T0 = len(res), len(nodes), start
     cols_all = np.arange(n_opt)
     rows_k, cols, vals = [], [], []
@@ -181,11 +233,11 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
             vals.append(demand[on, r])
     n_cap = (end - start) * N * R
     spread = np.flatnonzero(~doms.is_local[o_dom])
-    wg = np.array([jb.worker_gbps for jb in jobs_o])
-    pg = np.array([jb.ps_gbps for jb in jobs_o])
+    wg = np.array([jb.worker_gbps for jb in job_list], dtype=float)[of_job[spread]]
+    pg = np.array([jb.ps_gbps for jb in job_list], dtype=float)[of_job[spread]]
     rows_k.append(n_cap + (o_slot[spread] - T0) * len(doms.node) + o_dom[spread])
     cols.append(spread)
-    vals.append(o_w[spread] * wg[spread] + s_o[spread] * pg[spread])
+    vals.append(o_w[spread] * wg + s_o[spread] * pg)
     packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(end - start))
     A, _, b = packing.matrix(n)
 
@@ -194,13 +246,11 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     progress.progress_rows(general, cols_all, o_job, o_slot, o_speed)
     G, g_lo, g_hi = general.matrix(n)
 
-    groups: dict[tuple[int, int], list[Option]] = {}
-    empty = np.zeros(0, dtype=np.int64)
-    for o in range(n_opt):
-        if o % 4096 == 0:
-            deadline.check("building the model")
-        groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(Option(o, empty))
+    # one choice group per job-slot: the options come job by job, slot by slot
+    new = np.ones(n_opt, dtype=bool)
+    new[1:] = (o_job[1:] != o_job[:-1]) | (o_slot[1:] != o_slot[:-1])
+    groups = FlatGroups(cols_all, np.cumsum(new) - 1)
     problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
-                      upper=upper, integer=integer, groups=[ChoiceGroup(tuple(v)) for v in groups.values()],
+                      upper=upper, integer=integer, groups=groups,
                       offset=offset, name=f"placement-configuration:{instance.name}")
-    return problem, ConfigurationDecoder(instance, doms, o_job, o_slot, o_dom, o_w, o_split, n_opt)
+    return problem, ConfigurationDecoder(instance, doms, o_job, o_slot, o_dom, o_w, o_split, splits, n_opt)

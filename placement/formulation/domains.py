@@ -1,12 +1,34 @@
 """Where a job may run in one slot: its domains (a machine: local; a switch: spread below
-it) and, per machine, how many of its workers and PSs fit (shared by every model)."""
+it) and, per machine, how many of its workers and PSs fit (shared by every model).
+
+What depends only on the cluster (the domains, the subtrees, the fit tables per job shape,
+the machines' local rates) is computed once per topology and shared, read-only, by every
+instance on it (:func:`placement.instance.cluster_cache`): an online decision builds one
+model per partition on the same cluster."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from placement.instance import TOL, Instance, Job
+from placement.instance import TOL, Instance, Job, cluster_cache
+from placement.topology import Topology
+
+#: fit tables kept per topology (distinct job shapes); beyond this the cache starts over
+FIT_CACHE = 4096
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr.flags.writeable = False
+    return arr
+
+
+def local_gbps(topology: Topology) -> np.ndarray:
+    """Each machine's ``local_gbps`` (read-only, once per topology)."""
+    store = cluster_cache(topology)
+    if "local_gbps" not in store:
+        store["local_gbps"] = _frozen(np.array([m.local_gbps for m in topology.machines], dtype=float))
+    return store["local_gbps"]
 
 
 class Domains:
@@ -30,6 +52,25 @@ class Domains:
         #: for spread domains, the machines under each populated child (for exact LCA rows)
         self.children = [[] for _ in topo.machines] + [
             [[topo.machine_index[h] for h in topo.below(c)] for c in sorted(children[n])] for n in spread]
+        _frozen(self.node), _frozen(self.is_local)
+        #: node id -> its domain (switches that are no domain left out)
+        self.of_node = {self.nodes[v]: d for d, v in enumerate(self.node.tolist())}
+        #: ``machines`` as read-only arrays
+        self.member_arrays = [_frozen(np.array(m, dtype=np.int64)) for m in self.machines]
+
+    def allowed(self, names: set[str] | None) -> np.ndarray:
+        """The domains among node ids ``names`` (None: every domain), in domain order."""
+        if names is None:
+            return np.arange(len(self.node))
+        return np.array(sorted(self.of_node[v] for v in names if v in self.of_node), dtype=np.int64)
+
+    @classmethod
+    def of(cls, instance: Instance) -> "Domains":
+        """The instance's domains, built once per topology and shared (read-only)."""
+        store = cluster_cache(instance.topology)
+        if "domains" not in store:
+            store["domains"] = cls(instance)
+        return store["domains"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +91,16 @@ class Subtrees:
 
 
 def subtrees(instance: Instance, doms: Domains) -> Subtrees:
+    """The instance's :class:`Subtrees` (``doms``: its domains), once per topology and resources."""
+    store = cluster_cache(instance.topology)
+    key = ("subtrees", instance.resources)
+    if key not in store:
+        tree = _subtrees(instance, doms)
+        store[key] = Subtrees(_frozen(tree.capacity), _frozen(tree.up), _frozen(tree.child_uplink))
+    return store[key]
+
+
+def _subtrees(instance: Instance, doms: Domains) -> Subtrees:
     topo = instance.topology
     nodes = topo.nodes
     node_index = {n: i for i, n in enumerate(nodes)}
@@ -83,9 +134,17 @@ class FitTable:
 
 def fit_table(job: Job, instance: Instance) -> FitTable:
     """Vectorised over machines, computed once per distinct machine capacity (real
-    clusters have a handful of machine types)."""
+    clusters have a handful of machine types) and job shape (kept per topology)."""
     kinds, which = instance.machine_kinds
-    table = _fit_kinds(job, kinds, instance.resources)
+    res = instance.resources
+    key = (res, tuple(job.worker.get(r, 0) for r in res), tuple(job.ps.get(r, 0) for r in res), job.max_workers,
+           job.worker_gbps, job.ps_gbps)
+    tables = cluster_cache(instance.topology).setdefault("fit", {})
+    table = tables.get(key)
+    if table is None:
+        if len(tables) >= FIT_CACHE:
+            tables.clear()
+        table = tables[key] = _fit_kinds(job, kinds, res)
     return FitTable(table.workers[which], table.ps[which], table.local[which])
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from placement.formulation.domains import fit_table
+from placement.formulation.domains import FitTable, fit_table, local_gbps
 from placement.formulation.rows import Rows
 from placement.instance import COMPLETE, MB_TO_GB, Instance, Job
 
@@ -26,18 +26,18 @@ class JobBound:
     overflow: float   # K_j: seconds charged per unit of work left after the window
 
 
-def job_bound(instance: Instance, job: Job, remaining: float, end: int) -> JobBound:
+def job_bound(instance: Instance, job: Job, remaining: float, end: int, fits: FitTable | None = None) -> JobBound:
     """r_j, D_j and K_j for ``remaining`` batches and a window ending at slot ``end``.
 
     r_j is the fastest a single slot can go: local on one machine h with as many workers
     (and their PSs) as h holds, at h's local rate, or spread over as many workers as the
     cluster holds at the spread rate (restart losses only slow a job down). With a speed
-    table (MODEL.md 8): its fastest entry among the worker counts that fit."""
+    table (MODEL.md 8): its fastest entry among the worker counts that fit. ``fits``: the
+    job's :func:`fit_table`, if known."""
     dt = instance.slot_seconds
     machines = instance.topology.machines
-    fits = fit_table(job, instance)
-    local_gbps = np.array([m.local_gbps for m in machines])
-    thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps
+    fits = fit_table(job, instance) if fits is None else fits
+    thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps(instance.topology)
     ok = fits.local >= job.min_workers
     room = min(job.max_workers, int(fits.workers.sum()))
     if job.speed is not None:
@@ -72,13 +72,22 @@ class ProgressBlock:
             raise ValueError("no job has work left inside the window")
         self.left = np.array([left[j] for j in self.jobs])
         self.position = {j: k for k, j in enumerate(self.jobs)}
-        self.bounds = [job_bound(instance, instance.jobs[j], left[j], self.end) for j in self.jobs]
+        self._position = np.full(len(instance.jobs), -1, dtype=np.int64)
+        self._position[self.jobs] = np.arange(len(self.jobs))
+        #: per job (by position) its :func:`fit_table`
+        self.fits = [fit_table(instance.jobs[j], instance) for j in self.jobs]
+        self.bounds = [job_bound(instance, instance.jobs[j], left[j], self.end, fits)
+                       for j, fits in zip(self.jobs, self.fits)]
         self.first = np.array([max(instance.jobs[j].arrival, start) for j in self.jobs])
         lengths = self.end - self.first
         self.p_job = np.repeat(np.arange(len(self.jobs)), lengths)
         self.p_slot = np.concatenate([np.arange(f, self.end) for f in self.first])
         self.row_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
         self.place(first_col)
+
+    def positions(self, jobs: np.ndarray) -> np.ndarray:
+        """The positions in :attr:`jobs` of instance job indices ``jobs`` (each one of them)."""
+        return self._position[np.asarray(jobs, dtype=np.int64)]
 
     def place(self, first_col: int) -> None:
         """Put the p/q columns after ``first_col`` model columns."""
@@ -97,8 +106,8 @@ class ProgressBlock:
                          for j, b in zip(self.jobs, self.bounds)))
 
     def upper(self) -> np.ndarray:
-        return np.concatenate([np.minimum(1.0, [self.bounds[k].rate_cap for k in self.p_job]),
-                               np.ones(len(self.jobs))])
+        rate_cap = np.array([b.rate_cap for b in self.bounds], dtype=float)
+        return np.concatenate([np.minimum(1.0, rate_cap[self.p_job]), np.ones(len(self.jobs))])
 
     def work_rows(self) -> tuple[sp.csr_array, np.ndarray]:
         """sum_t p[j,t] + q[j] >= 1 - 1e-9 per job: the covering rows."""
@@ -111,7 +120,7 @@ class ProgressBlock:
                       speed: np.ndarray) -> None:
         """p[j,t] - sum speed * w / B_j <= 0 per job-slot, over worker columns ``w_cols`` of
         jobs ``w_job`` (instance indices) in slots ``w_slot`` doing ``speed`` batches each."""
-        k = np.array([self.position[j] for j in w_job.tolist()], dtype=np.int64)
+        k = self.positions(w_job)
         rows = self.row_start[k] + w_slot - self.first[k]
         n_p = len(self.p_job)
         block.add(n_p, [(np.arange(n_p), self.p_idx, 1.0), (rows, w_cols, -speed / self.left[k])], -np.inf, 0.0)
