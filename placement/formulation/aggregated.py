@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from placement import deadline
-from placement.formulation.domains import Domains, fit_table, subtrees
+from placement.formulation.domains import Domains, subtrees, local_gbps as machine_gbps
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows, packing_rows
 from placement.instance import TOL, Instance
 from placement.intent import Intent, JobIntent
-from solvers.problem import ChoiceGroup, Option, Problem
+from solvers.problem import FlatGroups, Problem
 
 _W, _S, _Y = 0, 1, 2
 
@@ -90,23 +90,22 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     progress = ProgressBlock(instance, start=start, end=end, remaining=remaining)
     end, jobs = progress.end, progress.jobs
     topo, dt = instance.topology, instance.slot_seconds
-    doms = Domains(instance)
+    doms = Domains.of(instance)
     nodes = topo.nodes
     res = instance.resources
-    local_gbps = np.array([m.local_gbps for m in topo.machines])
+    local_gbps = machine_gbps(topo)
     tree = subtrees(instance, doms)
 
     # ---- options: per job its domains with (upper W, upper S, speed, machine split) -----
-    o_job, o_slot, o_dom, o_uw, o_us, o_speed, o_split = [], [], [], [], [], [], []
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("job", "slot", "dom", "uw", "us", "speed")}
+    o_split: list = []
     for j in jobs:
         job = instance.jobs[j]
-        allow = None if domains is None else domains.get(job.id)
-        fits = fit_table(job, instance)
+        fits = progress.fits[progress.position[j]]
         w_fit, s_fit = fits.workers, fits.ps
         per_job = []
-        for d, members in enumerate(doms.machines):
-            if allow is not None and nodes[doms.node[d]] not in allow:
-                continue
+        for d in doms.allowed(None if domains is None else domains.get(job.id)).tolist():
+            members = doms.machines[d]
             if doms.is_local[d]:
                 h = members[0]
                 uw = int(fits.local[h])
@@ -126,17 +125,24 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                 split = sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1])
                 us = int(s_fit[useful].sum())
             per_job.append((d, uw, max(us, 1), speed, split))
+        e_dom = np.array([e[0] for e in per_job], dtype=np.int64)
         later = None if later_domains is None else later_domains.get(job.id)
+        every = np.arange(len(per_job))
+        after = every if later is None else every[np.isin(e_dom, doms.allowed(later))]
+        picks = []
         for t in range(max(job.arrival, start), end):
             deadline.check("building the model")
-            for d, uw, us, speed, split in per_job:
-                if t > start and later is not None and nodes[doms.node[d]] not in later:
-                    continue
-                o_job.append(j); o_slot.append(t); o_dom.append(d)
-                o_uw.append(uw); o_us.append(us); o_speed.append(speed); o_split.append(split)
+            picks.append(every if t == start else after)
+        pick = np.concatenate(picks)
+        parts["slot"].append(np.repeat(np.arange(max(job.arrival, start), end), [len(p) for p in picks]))
+        parts["job"].append(np.full(len(pick), j, dtype=np.int64))
+        parts["dom"].append(e_dom[pick])
+        for k, key in enumerate(("uw", "us", "speed"), start=1):
+            parts[key].append(np.array([e[k] for e in per_job], dtype=float)[pick])
+        o_split += [per_job[i][4] for i in pick.tolist()]
+    o_job, o_slot, o_dom = (np.concatenate(parts[k]) for k in ("job", "slot", "dom"))
+    o_uw, o_us, o_speed = (np.concatenate(parts[k]) for k in ("uw", "us", "speed"))
     n_opt = len(o_job)
-    o_job, o_slot, o_dom = (np.array(a, dtype=np.int64) for a in (o_job, o_slot, o_dom))
-    o_uw, o_us, o_speed = (np.array(a, dtype=float) for a in (o_uw, o_us, o_speed))
     index = np.arange(3 * n_opt).reshape(n_opt, 3)  # columns W, S, Y of each option
 
     progress.place(3 * n_opt)
@@ -152,8 +158,10 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     integer[: 3 * n_opt] = True
 
     # ---- packing: subtree capacity (t, u, r) and spread-domain uplinks (t, v) ---------
-    alpha = np.array([[instance.jobs[j].worker.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
-    beta = np.array([[instance.jobs[j].ps.get(r, 0) for r in res] for j in o_job.tolist()]).reshape(-1, len(res))
+    of_job = progress.positions(o_job)
+    job_list = [instance.jobs[j] for j in jobs]
+    alpha = np.array([[jb.worker.get(r, 0) for r in res] for jb in job_list], dtype=float)[of_job]
+    beta = np.array([[jb.ps.get(r, 0) for r in res] for jb in job_list], dtype=float)[of_job]
     R, N, T0 = len(res), len(nodes), start
     rows_k, cols, vals = [], [], []
     for level in range(tree.up.shape[1]):
@@ -166,8 +174,8 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                 vals.append(demand[on])
     n_cap = (end - start) * N * R
     spread = np.flatnonzero(~doms.is_local[o_dom])
-    wg = np.array([instance.jobs[j].worker_gbps for j in o_job.tolist()])
-    pg = np.array([instance.jobs[j].ps_gbps for j in o_job.tolist()])
+    wg = np.array([jb.worker_gbps for jb in job_list], dtype=float)[of_job]
+    pg = np.array([jb.ps_gbps for jb in job_list], dtype=float)[of_job]
     link_key = n_cap + (o_slot[spread] - T0) * len(doms.node) + o_dom[spread]
     rows_k += [link_key, link_key]
     cols += [index[spread, _W], index[spread, _S]]
@@ -177,10 +185,9 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
 
     C, d = progress.work_rows()
     general = Rows()
-    jobs_o = [instance.jobs[j] for j in o_job.tolist()]
-    L = np.array([jb.min_workers for jb in jobs_o], dtype=float)
-    kappa = np.array([jb.kappa for jb in jobs_o])
-    tol = np.array([TOL / jb.ps_gbps for jb in jobs_o])
+    L = np.array([jb.min_workers for jb in job_list], dtype=float)[of_job]
+    kappa = np.array([jb.kappa for jb in job_list], dtype=float)[of_job]
+    tol = np.array([TOL / jb.ps_gbps for jb in job_list], dtype=float)[of_job]
     ar = np.arange(n_opt)
     W_, S_, Y_ = index[:, _W], index[:, _S], index[:, _Y]
     # W <= U y is implied by the choice group's own W <= upper_W y (upper_W <= U), and
@@ -191,13 +198,11 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     progress.progress_rows(general, W_, o_job, o_slot, o_speed)
     G, g_lo, g_hi = general.matrix(n)
 
-    groups: dict[tuple[int, int], list[Option]] = {}
-    for o in range(n_opt):
-        if o % 4096 == 0:
-            deadline.check("building the model")
-        groups.setdefault((int(o_job[o]), int(o_slot[o])), []).append(
-            Option(int(Y_[o]), np.array([W_[o], S_[o]], dtype=np.int64)))
+    # one choice group per job-slot (the options come job by job, slot by slot); members W, S
+    new = np.ones(n_opt, dtype=bool)
+    new[1:] = (o_job[1:] != o_job[:-1]) | (o_slot[1:] != o_slot[:-1])
+    groups = FlatGroups(Y_, np.cumsum(new) - 1, index[:, [_W, _S]].reshape(-1), np.repeat(ar, 2))
     problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
-                      upper=upper, integer=integer, groups=[ChoiceGroup(tuple(v)) for v in groups.values()],
+                      upper=upper, integer=integer, groups=groups,
                       offset=offset, name=f"placement-aggregated:{instance.name}")
     return problem, AggregateDecoder(instance, doms, o_job, o_slot, o_dom, index, o_split, 3 * n_opt)

@@ -120,6 +120,23 @@ def _counts_rows(min_workers: int, max_workers: int, counts: str) -> np.ndarray:
     return table
 
 
+_MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
+
+
+def _min_ps(job: Job) -> np.ndarray:
+    """``job.min_ps(W)`` for W = 0..max_workers as floats, kept per (worker_gbps, ps_gbps,
+    max_workers): min_ps depends on nothing else."""
+    key = (job.worker_gbps, job.ps_gbps, job.max_workers)
+    row = _MIN_PS.get(key)
+    if row is None:
+        if len(_MIN_PS) >= 4096:
+            _MIN_PS.clear()
+        row = np.array([job.min_ps(w) for w in range(job.max_workers + 1)], dtype=float)
+        row.flags.writeable = False
+        _MIN_PS[key] = row
+    return row
+
+
 def job_configurations(instance: Instance, job: Job, fits: FitTable, doms: Domains, allowed: np.ndarray,
                        counts: str, splits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The configurations of ``job`` (its ``fits``) over domains ``allowed`` (ascending), in
@@ -132,7 +149,7 @@ def job_configurations(instance: Instance, job: Job, fits: FitTable, doms: Domai
     has = table[:, 0] >= 0
     local, table = local[has], table[has]
     keep = table >= 0
-    d_parts = [np.broadcast_to(local[:, None], table.shape)[keep]]
+    d_parts = [np.repeat(local, keep.sum(axis=1))]  # row by row, as table[keep]
     w_parts = [table[keep]]
     s_parts = [len(splits) + np.repeat(np.arange(len(local)), keep.sum(axis=1))]
     splits.extend([(h, m)] for h, m in zip(local.tolist(), fits.local[local].tolist()))
@@ -195,9 +212,10 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
         for t in range(max(job.arrival, start), end):
             deadline.check("building the model")
             picks.append(every if t == start else after)
-            parts["slot"].append(np.full(len(picks[-1]), t, dtype=np.int64))
-        pick = np.concatenate(picks) if picks else every[:0]
-        ps = np.array([job.min_ps(w) for w in c_w.tolist()], dtype=float)
+        slots = np.arange(max(job.arrival, start), end)
+        parts["slot"].append(np.repeat(slots, [len(p) for p in picks]))
+        pick = np.concatenate(picks)
+        ps = _min_ps(job)[c_w]
         for key, value in (("dom", c_dom), ("w", c_w), ("speed", c_speed), ("split", c_split), ("ps", ps)):
             parts[key].append(value[pick])
         parts["job"].append(np.full(len(pick), j, dtype=np.int64))
