@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from placement import deadline
-from placement.formulation.domains import Domains, subtrees, local_gbps as machine_gbps
+from placement.formulation.domains import Domains, fit_table, subtrees, local_gbps as machine_gbps
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows, packing_rows
 from placement.instance import TOL, Instance
@@ -101,7 +101,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     o_split: list = []
     for j in jobs:
         job = instance.jobs[j]
-        fits = progress.fits[progress.position[j]]
+        fits = fit_table(job, instance)
         w_fit, s_fit = fits.workers, fits.ps
         per_job = []
         for d in doms.allowed(None if domains is None else domains.get(job.id)).tolist():

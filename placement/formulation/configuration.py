@@ -89,7 +89,7 @@ class ConfigurationDecoder:
 
     def __init__(self, instance: Instance, domains: Domains, o_job: np.ndarray, o_slot: np.ndarray,
                  o_dom: np.ndarray, o_workers: np.ndarray, o_split: np.ndarray, splits: list, n_opt: int):
-        """``splits[o_split[o]]``: option o's machine split, (machine, room) most room first."""
+        """``split(o_split[o])``: option o's machine split, (machine, room) most room first."""
         self.instance, self.domains = instance, domains
         self.o_job, self.o_slot, self.o_dom, self.o_workers = o_job, o_slot, o_dom, o_workers
         self.o_split, self.splits, self.n_opt = o_split, splits, n_opt
@@ -102,10 +102,20 @@ class ConfigurationDecoder:
         for o in chosen.tolist():
             job = inst.jobs[int(self.o_job[o])]
             w = int(self.o_workers[o])
-            tasks = AggregateDecoder._spread(self.splits[int(self.o_split[o])], w, job.min_ps(w), machines)
+            tasks = AggregateDecoder._spread(self.split(int(self.o_split[o])), w, job.min_ps(w), machines)
             intent.slots[int(self.o_slot[o])][job.id] = JobIntent(
                 self.domains.nodes[self.domains.node[int(self.o_dom[o])]], tasks)
         return intent
+
+    def split(self, k: int) -> list[tuple[int, int]]:
+        """Machine split ``k``: (machine, room), most room first (a spread domain's machines
+        and rooms are sorted on first use: few of them are ever chosen)."""
+        split = self.splits[k]
+        if isinstance(split, tuple):
+            useful, room = split
+            order = np.argsort(-room, kind="stable")
+            split = self.splits[k] = list(zip(useful[order].tolist(), room[order].tolist()))
+        return split
 
 
 @functools.lru_cache(maxsize=256)
@@ -137,34 +147,36 @@ def _min_ps(job: Job) -> np.ndarray:
     return row
 
 
-def job_configurations(instance: Instance, job: Job, fits: FitTable, doms: Domains, allowed: np.ndarray,
+def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Domains, allowed: np.ndarray,
                        counts: str, splits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The configurations of ``job`` (its ``fits``) over domains ``allowed`` (ascending), in
-    domain then W order: their domains, worker counts, batches per slot (dt x
-    :func:`config_rate`) and machine splits (indices of lists appended to ``splits``, one
-    per domain)."""
-    dt = instance.slot_seconds
+    """The configurations of ``job`` (``kinds``: its :func:`fit_kinds`) over domains
+    ``allowed`` (ascending), in domain then W order: their domains, worker counts, batches
+    per slot (dt x :func:`config_rate`) and machine splits (indices into ``splits``, to which
+    one per domain is appended: a local domain's list, a spread domain's (machines, rooms)
+    for :meth:`ConfigurationDecoder.split`)."""
+    dt, which = instance.slot_seconds, instance.machine_kinds[1]
     local = allowed[doms.is_local[allowed]]  # a local domain d is machine d
-    table = _counts_rows(job.min_workers, job.max_workers, counts)[np.minimum(fits.local[local], job.max_workers)]
+    most = kinds.local[which[local]]
+    table = _counts_rows(job.min_workers, job.max_workers, counts)[np.minimum(most, job.max_workers)]
     has = table[:, 0] >= 0
-    local, table = local[has], table[has]
+    local, most, table = local[has], most[has], table[has]
     keep = table >= 0
     d_parts = [np.repeat(local, keep.sum(axis=1))]  # row by row, as table[keep]
     w_parts = [table[keep]]
     s_parts = [len(splits) + np.repeat(np.arange(len(local)), keep.sum(axis=1))]
-    splits.extend([(h, m)] for h, m in zip(local.tolist(), fits.local[local].tolist()))
+    splits.extend([(h, m)] for h, m in zip(local.tolist(), most.tolist()))
     for d in allowed[~doms.is_local[allowed]].tolist():
         members = doms.member_arrays[d]
-        useful = members[(fits.workers[members] >= 1) | (fits.ps[members] >= 1)]
+        kind = which[members]
+        useful = members[(kinds.workers[kind] >= 1) | (kinds.ps[kind] >= 1)]
         if len(useful) < 2:
             continue
-        room = fits.workers[useful]
+        room = kinds.workers[which[useful]]
         ws = worker_counts(job, int(room.sum()), counts)
-        order = np.argsort(-room, kind="stable")
         d_parts.append(np.full(len(ws), d, dtype=np.int64))
         w_parts.append(np.array(ws, dtype=np.int64))
         s_parts.append(np.full(len(ws), len(splits), dtype=np.int64))
-        splits.append(list(zip(useful[order].tolist(), room[order].tolist())))
+        splits.append((useful, room))
     o_dom, o_w, o_split = (np.concatenate(parts) for parts in (d_parts, w_parts, s_parts))
     spread = ~doms.is_local[o_dom]
     if job.speed is not None:
@@ -200,7 +212,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     for j in jobs:
         job = instance.jobs[j]
         allow = doms.allowed(None if domains is None else domains.get(job.id))
-        c_dom, c_w, c_speed, c_split = job_configurations(instance, job, progress.fits[progress.position[j]], doms,
+        c_dom, c_w, c_speed, c_split = job_configurations(instance, job, progress.fit_kinds[progress.position[j]], doms,
                                                           allow, counts, splits)
         later = None if later_domains is None else later_domains.get(job.id)
         every = np.arange(len(c_dom))

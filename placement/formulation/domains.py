@@ -135,7 +135,14 @@ class FitTable:
 def fit_table(job: Job, instance: Instance) -> FitTable:
     """Vectorised over machines, computed once per distinct machine capacity (real
     clusters have a handful of machine types) and job shape (kept per topology)."""
-    kinds, which = instance.machine_kinds
+    table, which = fit_kinds(job, instance), instance.machine_kinds[1]
+    return FitTable(table.workers[which], table.ps[which], table.local[which])
+
+
+def fit_kinds(job: Job, instance: Instance) -> FitTable:
+    """:func:`fit_table` per machine kind (``instance.machine_kinds``), read-only: kept per
+    topology and job shape."""
+    kinds, _ = instance.machine_kinds
     res = instance.resources
     key = (res, tuple(job.worker.get(r, 0) for r in res), tuple(job.ps.get(r, 0) for r in res), job.max_workers,
            job.worker_gbps, job.ps_gbps)
@@ -144,8 +151,22 @@ def fit_table(job: Job, instance: Instance) -> FitTable:
     if table is None:
         if len(tables) >= FIT_CACHE:
             tables.clear()
-        table = tables[key] = _fit_kinds(job, kinds, res)
-    return FitTable(table.workers[which], table.ps[which], table.local[which])
+        table = _fit_kinds(job, kinds, res)
+        table = tables[key] = FitTable(_frozen(table.workers), _frozen(table.ps), _frozen(table.local))
+    return table
+
+
+def machine_classes(instance: Instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (machine kind, local_gbps) pairs: each one's kind and local_gbps, and
+    per kind its number of machines (read-only, once per topology and resources)."""
+    store = cluster_cache(instance.topology)
+    key = ("classes", instance.resources)
+    if key not in store:
+        kinds, which = instance.machine_kinds
+        pairs = np.unique(np.column_stack([which.astype(float), local_gbps(instance.topology)]), axis=0)
+        store[key] = (_frozen(pairs[:, 0].astype(np.int64)), _frozen(pairs[:, 1].copy()),
+                      _frozen(np.bincount(which, minlength=len(kinds))))
+    return store[key]
 
 
 def _fit_kinds(job: Job, cap: np.ndarray, resources: tuple[str, ...]) -> FitTable:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from placement.formulation.domains import FitTable, fit_table, local_gbps
+from placement.formulation.domains import FitTable, fit_kinds, machine_classes
 from placement.formulation.rows import Rows
 from placement.instance import COMPLETE, MB_TO_GB, Instance, Job
 
@@ -26,26 +26,29 @@ class JobBound:
     overflow: float   # K_j: seconds charged per unit of work left after the window
 
 
-def job_bound(instance: Instance, job: Job, remaining: float, end: int, fits: FitTable | None = None) -> JobBound:
+def job_bound(instance: Instance, job: Job, remaining: float, end: int, kinds: FitTable | None = None) -> JobBound:
     """r_j, D_j and K_j for ``remaining`` batches and a window ending at slot ``end``.
 
     r_j is the fastest a single slot can go: local on one machine h with as many workers
     (and their PSs) as h holds, at h's local rate, or spread over as many workers as the
     cluster holds at the spread rate (restart losses only slow a job down). With a speed
-    table (MODEL.md 8): its fastest entry among the worker counts that fit. ``fits``: the
-    job's :func:`fit_table`, if known."""
+    table (MODEL.md 8): its fastest entry among the worker counts that fit. ``kinds``: the
+    job's :func:`fit_kinds`, if known. Over the machines' distinct (kind, local_gbps) pairs,
+    which give the same maxima and sums as the machines."""
     dt = instance.slot_seconds
     machines = instance.topology.machines
-    fits = fit_table(job, instance) if fits is None else fits
-    thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / local_gbps(instance.topology)
-    ok = fits.local >= job.min_workers
-    room = min(job.max_workers, int(fits.workers.sum()))
+    fits = fit_kinds(job, instance) if kinds is None else kinds
+    of_class, gbps, per_kind = machine_classes(instance)
+    thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / gbps
+    local = fits.local[of_class]
+    ok = local >= job.min_workers
+    room = min(job.max_workers, int(fits.workers @ per_kind))
     if job.speed is not None:
         best = job.speed.best_rate(local=True, most_workers=int(fits.local.max()))
         if len(machines) > 1:
             best = max(best, job.speed.best_rate(local=False, most_workers=room))
     else:
-        best = float((fits.local[ok] / thetas[ok]).max()) if ok.any() else 0.0
+        best = float((local[ok] / thetas[ok]).max()) if ok.any() else 0.0
         if len(machines) > 1 and room >= job.min_workers:
             best = max(best, room / job.batch_time(job.worker_gbps))
     rate_cap = best * dt / remaining
@@ -74,10 +77,10 @@ class ProgressBlock:
         self.position = {j: k for k, j in enumerate(self.jobs)}
         self._position = np.full(len(instance.jobs), -1, dtype=np.int64)
         self._position[self.jobs] = np.arange(len(self.jobs))
-        #: per job (by position) its :func:`fit_table`
-        self.fits = [fit_table(instance.jobs[j], instance) for j in self.jobs]
-        self.bounds = [job_bound(instance, instance.jobs[j], left[j], self.end, fits)
-                       for j, fits in zip(self.jobs, self.fits)]
+        #: per job (by position) its :func:`fit_kinds`
+        self.fit_kinds = [fit_kinds(instance.jobs[j], instance) for j in self.jobs]
+        self.bounds = [job_bound(instance, instance.jobs[j], left[j], self.end, kinds)
+                       for j, kinds in zip(self.jobs, self.fit_kinds)]
         self.first = np.array([max(instance.jobs[j].arrival, start) for j in self.jobs])
         lengths = self.end - self.first
         self.p_job = np.repeat(np.arange(len(self.jobs)), lengths)

@@ -82,7 +82,7 @@ def test_configuration_options_are_those_of_the_per_option_loop(seed, tables, co
                                  case["later_domains"], counts)
         got = list(zip(dec.o_job.tolist(), dec.o_slot.tolist(), dec.o_dom.tolist(), dec.o_workers.tolist()))
         assert got == [(j, t, d, w) for j, t, d, w, _, _ in want]
-        assert [dec.splits[k] for k in dec.o_split.tolist()] == [split for *_, split in want]
+        assert [dec.split(k) for k in dec.o_split.tolist()] == [split for *_, split in want]
         problem, _ = formulate_configuration(inst, counts=counts, **case)
         speeds = -problem.G[:, : dec.n_opt].toarray().sum(axis=0)  # speed / remaining work, one entry each
         left = np.array([inst.jobs[j].work_batches for j, *_ in want])
@@ -132,3 +132,36 @@ def test_the_vectorised_fit_check_names_the_first_job_that_cannot_run():
     jobs[5] = dataclasses.replace(jobs[5], worker={"gpu": 1}, ps={"cpu": 10**6})
     with pytest.raises(InstanceError, match=r"^jobs\[5\]\.ps: one ps"):
         dataclasses.replace(inst, jobs=tuple(jobs))
+
+
+def reference_bound(instance, job, remaining, end):
+    """job_bound over every machine, as before issue 18."""
+    from placement.instance import COMPLETE, MB_TO_GB
+    import math
+    dt, machines = instance.slot_seconds, instance.topology.machines
+    fits = fit_table(job, instance)
+    thetas = job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / np.array([m.local_gbps for m in machines])
+    ok = fits.local >= job.min_workers
+    room = min(job.max_workers, int(fits.workers.sum()))
+    if job.speed is not None:
+        best = job.speed.best_rate(local=True, most_workers=int(fits.local.max()))
+        if len(machines) > 1:
+            best = max(best, job.speed.best_rate(local=False, most_workers=room))
+    else:
+        best = float((fits.local[ok] / thetas[ok]).max()) if ok.any() else 0.0
+        if len(machines) > 1 and room >= job.min_workers:
+            best = max(best, room / job.batch_time(job.worker_gbps))
+    rate_cap = best * dt / remaining
+    full = math.floor(COMPLETE / rate_cap) if rate_cap > 0 else 0
+    packing = rate_cap * full * (full - 1) / 2 + (COMPLETE - full * rate_cap) * full
+    return rate_cap, packing, end * dt + instance.unfinished_seconds(job, remaining) - full * dt
+
+
+@pytest.mark.parametrize("cluster, tables", [("pai:24", False), ("pai:24", True), ("racks:2x4", False)])
+def test_job_bounds_over_machine_classes_are_those_over_machines(cluster, tables):
+    from placement.formulation.progress_block import job_bound
+    inst = generate(jobs=15, cluster=cluster, horizon=4, seed=3)
+    inst = with_tables(inst, 3) if tables else inst
+    for job in inst.jobs:
+        bound = job_bound(inst, job, job.work_batches * 0.7, 3)
+        assert (bound.rate_cap, bound.packing, bound.overflow) == reference_bound(inst, job, job.work_batches * 0.7, 3)
