@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,7 +19,7 @@ from pathlib import Path
 
 try:    # Ctrl-C while the command starts up: the same one line as later, no traceback
     from placement import __version__, deadline, limits
-    from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on
+    from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on, simulation_input
     from placement.evaluate import evaluate
     from placement.outputs import OutputError, Staged, check_outputs, json_text, write_text
     from placement.strict_json import FileFormatError
@@ -141,6 +142,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 write_plot(instance, schedule, staged.path(args.plot), fmt)
             except PlotUnavailable as exc:
                 raise BadInput(str(exc)) from None
+            except OSError as exc:     # a full disk: the figure is half-drawn, nothing is renamed
+                raise BadInput(f"--plot {args.plot}: cannot write: {exc.strerror or exc}") from None
         staged.commit()
     if args.csv and not args.out:
         print(schedule.to_csv(), end="")
@@ -195,7 +198,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         policies = [make_policy(n) for n in names]
         events = [parse_event(e) for e in args.event]
-        source, topology, slot_seconds = _simulation_input(args)
+        source, topology, slot_seconds = simulation_input(args)
         if args.cluster:
             topology = parse_cluster(args.cluster)
     except (ValueError, FileNotFoundError) as exc:
@@ -268,40 +271,15 @@ def cmd_batch(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.all_solved else EXIT_INVALID
 
 
-def _simulation_input(args: argparse.Namespace):
-    """(jobs or instance, topology or None, slot_seconds) from --trace."""
-    from placement.cluster_spec import parse_cluster
-    from placement.traces import pollux_cluster, read_joblist, read_philly, read_pollux_workload
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line too (``--jobs 1e9``); the usage is one --help away."""
 
-    if args.trace.startswith("pollux:"):
-        # The Pollux simulator's workload: its 60-s interval and 16 x 4-GPU cluster by default.
-        workload = Path(args.trace[len("pollux:"):])
-        here = workload.resolve().parent
-        traces = args.pollux_traces or next(
-            (d for d in (here / "traces", here.parent / "traces") if d.is_dir()), here / "traces")
-        slot = args.slot_seconds if args.slot_seconds is not None else 60.0
-        try:
-            return (read_pollux_workload(workload, traces, args.pollux_mode, slot_seconds=slot),
-                    pollux_cluster(), slot)
-        except FileFormatError as exc:
-            raise BadInput(str(exc)) from None
-    slot = args.slot_seconds if args.slot_seconds is not None else 300.0
-    if args.trace == "philly":
-        return (read_philly(args.philly_path, sample=args.sample, seed=args.seed,
-                            slot_seconds=slot, time_scale=args.time_scale),
-                None, slot)
-    if args.trace.endswith(".csv"):
-        try:
-            cluster = parse_cluster(args.cluster) if args.cluster else None
-            return read_joblist(args.trace, cluster=cluster), None, slot
-        except FileFormatError as exc:
-            raise BadInput(str(exc)) from None
-    instance = _load(Instance, args.trace)
-    return instance, instance.topology, instance.slot_seconds
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"placement: error: {_one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="placement", description=(
+    parser = _Parser(prog="placement", description=(
         "Place the workers and parameter servers of distributed ML training jobs, slot by slot."))
     parser.add_argument("--version", action="version", version=f"placement {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -405,8 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         guarded = args.command == "solve" or (args.command == "batch" and args.executor == "local")
         with deadline.command(seconds, real=argv is None, guarded=guarded) as args.guard:
             return _within_limits(run, args)
-    except (BadInput, limits.LimitError) as exc:
-        print(f"placement: error: {exc}", file=sys.stderr)
+    except (BadInput, OutputError, limits.LimitError) as exc:
+        print(f"placement: error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except MemoryError:  # inside the size limits, yet too large for this machine
         print("placement: error: out of memory: the input is too large for this machine "
@@ -414,8 +392,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # writing stdout or an output: a full disk, /dev/full, an I/O error
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"placement: error: {_one_line(where + (exc.strerror or str(exc)))}", file=sys.stderr)
+        if argv is None:  # what stdout still holds would fail again at exit, with a traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         return deadline.interrupted(exc)
+
+
+def _one_line(text: str) -> str:
+    """A message as one line: control characters (a newline in a file name) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The ``placement simulate`` command's arguments, and where its LP policies' partitions run
-(``--executor``; docs/online.md, "Partitions on a Dask cluster"). Kept beside ``cli.py``
-so that file stays small; it parses and opens, the library decides."""
+"""The ``placement simulate`` command's arguments, its input (``--trace``), and where its
+LP policies' partitions run (``--executor``; docs/online.md, "Partitions on a Dask
+cluster"). Kept beside ``cli.py`` so that file stays small; it parses and opens, the
+library decides."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 DASK_HINT = 'pip install "placement[dask]"'
 
@@ -101,3 +103,35 @@ def partitions_on(args: argparse.Namespace, policies: Sequence) -> Iterator[None
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def simulation_input(args: argparse.Namespace):
+    """(jobs or instance, topology or None, slot_seconds) from ``--trace``. Bad input raises
+    ValueError (a FileFormatError names its file and place), a missing file FileNotFoundError."""
+    from placement.cluster_spec import parse_cluster
+    from placement.instance import Instance
+    from placement.strict_json import FileFormatError
+    from placement.traces import pollux_cluster, read_joblist, read_philly, read_pollux_workload
+
+    if args.trace.startswith("pollux:"):
+        # The Pollux simulator's workload: its 60-s interval and 16 x 4-GPU cluster by default.
+        workload = Path(args.trace[len("pollux:"):])
+        here = workload.resolve().parent
+        traces = args.pollux_traces or next(
+            (d for d in (here / "traces", here.parent / "traces") if d.is_dir()), here / "traces")
+        slot = args.slot_seconds if args.slot_seconds is not None else 60.0
+        return (read_pollux_workload(workload, traces, args.pollux_mode, slot_seconds=slot),
+                pollux_cluster(), slot)
+    slot = args.slot_seconds if args.slot_seconds is not None else 300.0
+    if args.trace == "philly":
+        return (read_philly(args.philly_path, sample=args.sample, seed=args.seed,
+                            slot_seconds=slot, time_scale=args.time_scale),
+                None, slot)
+    if args.trace.endswith(".csv"):
+        cluster = parse_cluster(args.cluster) if args.cluster else None
+        return read_joblist(args.trace, cluster=cluster), None, slot
+    try:
+        instance = Instance.load(args.trace)
+    except FileFormatError as exc:
+        raise ValueError(str(exc) if exc.path == args.trace else f"{args.trace}: {exc}") from None
+    return instance, instance.topology, instance.slot_seconds

@@ -154,7 +154,8 @@ class Guard:
         interrupted_at = None
         while not self._done.is_set():
             waits = [t - time.perf_counter() for t in (end, interrupted_at and interrupted_at + 1.0) if t]
-            ready, _, _ = select.select([r], [], [], max(0.0, min(waits)) if waits else None)
+            # at most an hour per wait: select() cannot wait 1e308 s (--time-limit 1e308)
+            ready, _, _ = select.select([r], [], [], min(max(0.0, min(waits)), 3600.0) if waits else None)
             if self._done.is_set():
                 return
             if ready:

@@ -82,6 +82,7 @@ from placement import clusters, limits
 from placement.cluster_spec import parse_cluster, tidy
 from placement.first_fit import demand_vector, first_fit
 from placement.instance import MB_TO_GB, TOL, Instance, Job
+from placement.strict_json import InstanceError, string
 
 __all__ = ["Profile", "default_name", "generate", "load_profiles"]
 
@@ -246,12 +247,16 @@ def _check_args(**a) -> None:
     if reason:
         raise ValueError(f"slot_seconds {reason}")
     real("load", 0)
+    if not 1e-6 <= a["load"] <= 1e6:   # 1e-308 spread the arrivals over infinitely many slots
+        raise ValueError(f"load must be between 1e-06 and 1e+06 (the bound in {limits.DOC}), got {a['load']!r}")
     real("arrival_span", 0, 1)
     real("max_run_slots", 1, low_open=False)
     if not isinstance(a["restarts"], bool):
         raise ValueError(f"restarts must be True or False, got {a['restarts']!r}")
     if a["name"] is not None and (not isinstance(a["name"], str) or not a["name"]):
         raise ValueError(f"name must be a non-empty string, got {a['name']!r}")
+    if a["name"] is not None:   # what the loader takes back: no control characters
+        string(a["name"], "name", InstanceError)
 
 
 def _local_max(p: Profile, upto: int, kappa: float, cap: np.ndarray) -> np.ndarray:

@@ -73,9 +73,11 @@ def value(limit: SizeLimit) -> int:
     if text is None or not text.strip():
         return limit.default
     text = text.strip().replace("_", "")
-    if not text.isdigit() or not 1 <= int(text) <= limit.ceiling:
+    # ASCII digits, few enough for int() (5000 nines, or '٣', are not a setting)
+    if not (text.isascii() and text.isdigit() and len(text) <= 12) or not 1 <= int(text) <= limit.ceiling:
+        raw = os.environ[limit.env]
         raise LimitError(f"{limit.env}: must be an integer in 1..{limit.ceiling}, "
-                         f"got {os.environ[limit.env]!r}")
+                         f"got {raw if len(raw) <= 40 else raw[:40] + '...'!r}")
     return int(text)
 
 

@@ -117,29 +117,33 @@ class Staged:
         while not folder.exists():
             missing.append(folder)
             folder = folder.parent
-        target.parent.mkdir(parents=True, exist_ok=True)
         self._made.extend(reversed(missing))
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-        tmp = Path(name)
-        os.chmod(tmp, _mode_for(target))
-        self._files.append((tmp, target))
+        with _naming(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.close(fd)
+            tmp = Path(name)
+            self._files.append((tmp, target))
+            os.chmod(tmp, _mode_for(target))
         return tmp
 
     def write_text(self, target: str | os.PathLike, text: str) -> None:
-        self.path(target).write_text(text, encoding="utf-8")
+        tmp = self.path(target)
+        with _naming(Path(target)):
+            tmp.write_text(text, encoding="utf-8")
 
     def commit(self) -> None:
         """Rename every staged file onto its target (Ctrl-C and SIGTERM wait until done)."""
         with _signals_held():
             while self._files:
                 tmp, target = self._files[0]
-                if _is_stream(target):
-                    with open(target, "wb") as sink:
-                        sink.write(tmp.read_bytes())
-                    tmp.unlink()
-                else:
-                    os.replace(tmp, target)
+                with _naming(target):
+                    if _is_stream(target):
+                        with open(target, "wb") as sink:
+                            sink.write(tmp.read_bytes())
+                        tmp.unlink()
+                    else:
+                        os.replace(tmp, target)
                 self._files.pop(0)
             self._made = []
 
@@ -164,6 +168,16 @@ def write_text(target: str | os.PathLike, text: str) -> None:
     with Staged() as staged:
         staged.write_text(target, text)
         staged.commit()
+
+
+@contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An OSError inside (a full disk, /dev/full, a read-only file system, a quota) becomes
+    an :class:`OutputError` naming the output, for a one-line message."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror or exc}") from None
 
 
 def _mode_for(target: Path) -> int:

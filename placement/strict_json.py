@@ -204,7 +204,7 @@ def read_json(path: str | os.PathLike, error: type[FileFormatError]) -> Any:
     duplicates: list[_Duplicates] = []
     try:
         document = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, duplicates),
-                              parse_int=_parse_int)
+                              parse_int=parse_int)
     except json.JSONDecodeError as exc:
         raise error(name, f"not valid JSON: {exc.msg} at line {exc.lineno} column "
                     f"{exc.colno}") from None
@@ -299,9 +299,10 @@ def _max_depth(data: bytes, text: str) -> int:
     return int(np.cumsum(step).max(initial=0))
 
 
-def _parse_int(text: str) -> int | float:
-    """A JSON integer; one too long for Python's int conversion (4300 digits) reads as an
-    infinite float, which every field then refuses as not finite."""
+def parse_int(text: str) -> int | float:
+    """A JSON integer (or a job-list cell of digits); one too long for Python's int
+    conversion (4300 digits) reads as an infinite float, which every field then refuses
+    as not finite."""
     if len(text) > 4000:
         return -math.inf if text.startswith("-") else math.inf
     return int(text)

@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from placement import limits
-from placement.strict_json import InstanceError, join, open_csv
+from placement.strict_json import InstanceError, join, open_csv, parse_int
 from placement.instance import Instance, Job
 from placement.topology import Topology
 
@@ -48,9 +48,10 @@ COLUMNS = ("id", "arrival", "work_batches", "batch_seconds", "gradient_mb",
            *(f"worker_{r}" for r in WORKER_RESOURCES), *(f"ps_{r}" for r in PS_RESOURCES),
            "min_workers", "max_workers", "worker_gbps", "ps_gbps", "weight", "restart_seconds")
 _OPTIONAL = ("gradient_mb", "min_workers", "weight", "restart_seconds")
-_INT = re.compile(r"[+-]?\d+")
+#: ASCII digits only (``\d`` alone also takes other scripts' digits: '１２', '٣')
+_INT = re.compile(r"[+-]?\d+", re.ASCII)
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:nan|inf|infinity)",
-                    re.IGNORECASE)
+                    re.IGNORECASE | re.ASCII)
 
 
 def read_joblist(path: str | os.PathLike, cluster: Topology | None = None) -> list[Job]:
@@ -144,7 +145,7 @@ def _job(where: str, cells: dict[str, str]) -> Job:
             raise InstanceError(f"{where}:{column}", "empty cell" + (
                 " (leave the column out to use its default)" if column in _OPTIONAL else ""))
         elif _INT.fullmatch(text):
-            values[column] = int(text)
+            values[column] = parse_int(text)   # thousands of digits: infinite, refused below
         elif _FLOAT.fullmatch(text):
             values[column] = float(text)
         else:

@@ -98,6 +98,9 @@ def test_huge_schedule_counts_are_bad_input_not_an_overflow(tmp_path, capsys, co
     ("gradient_mb", "1e308", r"must be <= 1e\+09 MB"),   # was: ZeroDivisionError
     ("worker_gpu", "1e308", r"must be <= 1e\+09"),       # was: OverflowError
     ("worker_gbps", "1e-300", r">= 1e-06 Gbps"),
+    ("work_batches", "9" * 5000, r"must be finite, got inf"),   # was: int() digit limit, no place
+    ("arrival", "9" * 4300, r"must be an integer, got inf"),
+    ("max_workers", "\uff12", r"must be a number, got '\uff12'"),   # a full-width digit: not a number
 ])
 def test_huge_job_list_numbers_name_line_and_column(tmp_path, capsys, column, value, reason):
     path = csv_with(tmp_path, column, value, line=3)
@@ -161,6 +164,8 @@ def test_a_far_arrival_in_a_job_list_is_refused_on_its_line(tmp_path, capsys):
     (["generate", "--jobs", "2", "--cluster", "racks:100000x100000"], "PLACEMENT_MAX_MACHINES"),
     (["generate", "--jobs", "2", "--horizon", "1000000000"], "PLACEMENT_MAX_HORIZON"),
     (["generate", "--jobs", "2", "--slot-seconds", "1e-300"], r"slot_seconds must be >= 0\.001"),
+    (["generate", "--jobs", "2", "--load", "1e-308"], r"load must be between 1e-06 and 1e\+06"),  # was: a warning
+    (["generate", "--jobs", "2", "--name", "a\x1bb"], r"name: must not contain control"),  # was: unloadable
     (["simulate", "--trace", str(TRACE), "--cluster", "star:1000000000"], "PLACEMENT_MAX_MACHINES"),
     (["simulate", "--trace", str(TRACE), "--cluster", "racks:2x2", "--horizon", "1000000000"],
      "PLACEMENT_MAX_HORIZON"),
@@ -233,6 +238,25 @@ def test_control_characters_in_ids_are_refused_and_escaped(tmp_path, capsys, val
     bad(capsys, f"{path}: resources[1]:", "must not contain control characters", "show", str(path))
 
 
+def test_control_characters_in_file_names_are_escaped(tmp_path, capsys):
+    path = tmp_path / "a\nb\x1b[31m.json"   # was: the name's newline split the one-line error
+    path.write_text("{")
+    bad(capsys, "a\\nb\\x1b[31m.json: not valid JSON", "at line 1 column 2", "show", str(path))
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["generate", "--jobs", "1e9"], r"argument --jobs: invalid int value: '1e9' \(see placement generate --help\)"),
+    (["solve"], r"required: instance \(see placement solve --help\)"),
+    (["frob"], r"invalid choice: 'frob'"),
+])
+def test_argument_errors_are_one_line_too(capsys, argv, reason):
+    with pytest.raises(SystemExit) as stop:   # was: the usage, then the error
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("placement: error: ")
+    assert re.search(reason, err), err
+
+
 def test_odd_keys_are_quoted_in_paths():
     assert join("topology", "machines") == "topology.machines"
     assert join("capacity", "gpu mem") == 'capacity["gpu mem"]'
@@ -253,7 +277,8 @@ def test_limits_can_be_raised_and_lowered_by_env_and_flag(tmp_path, capsys, monk
     bad(capsys, f"{racks}: nested deeper than 3 levels", "", "show", racks)
 
 
-@pytest.mark.parametrize("setting", ["lots", "0", "-5", "1e5", "501"])
+@pytest.mark.parametrize("setting", ["lots", "0", "-5", "1e5", "501",
+                                     "9" * 5000, "\u0663"])   # was: a traceback; read as 3
 def test_a_bad_limit_setting_is_one_line(capsys, monkeypatch, setting):
     monkeypatch.setenv("PLACEMENT_MAX_DEPTH", setting)
     bad(capsys, "PLACEMENT_MAX_DEPTH: must be an integer in 1..500", "", "show", str(EXAMPLES / "racks.json"))

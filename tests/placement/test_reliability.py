@@ -2,6 +2,7 @@
 and leaves nothing half-written, outputs are checked first and written all or nothing,
 failures go to stderr; and the first-use polish (legend, bound once, short guarantee,
 PSs in the picture)."""
+import contextlib
 import json
 import os
 import signal
@@ -104,6 +105,12 @@ def test_the_guard_ends_a_call_that_cannot_be_stopped_after_limit_plus_grace():
     assert time.perf_counter() - t0 < 8
 
 
+def test_a_time_limit_too_far_for_select_is_no_traceback():
+    done = subprocess.run([sys.executable, "-m", "placement.cli", "solve", str(RACKS), "--time-limit", "1e308"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""   # was: OverflowError in the guard's thread
+
+
 def test_ctrl_c_inside_a_call_that_cannot_be_stopped_ends_within_a_second_or_so():
     p = _python(f"from placement import deadline\nimport sys\nprint('go', flush=True)\n"
                 f"with deadline.command(None, real=True):\n    {STUCK}")
@@ -161,9 +168,25 @@ def test_a_failing_output_writes_nothing_at_all(capsys, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(placement.plot, "write_plot", broken)
-    with pytest.raises(OSError):
-        main(["solve", str(RACKS), "--out", str(tmp_path / "new" / "s.json"), "--plot", str(tmp_path / "p.png")])
+    code, out, err = run(capsys, "solve", RACKS, "--out", tmp_path / "new" / "s.json", "--plot", tmp_path / "p.png")
+    assert code == 2 and err == f"placement: error: --plot {tmp_path / 'p.png'}: cannot write: disk full\n"
     assert list(tmp_path.iterdir()) == []     # no schedule, no temp file, no new folder
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["solve", RACKS, "--solver", "greedy", "--out", "/dev/full"],
+                                  ["generate", "--jobs", "2", "--out", "/dev/full"],
+                                  ["show", RACKS, ">", "/dev/full"], ["generate", "--jobs", "2", ">", "/dev/full"]])
+def test_a_full_disk_is_one_line_not_a_traceback(tmp_path, argv):
+    """Writing an output or stdout fails (ENOSPC; was: OSError traceback, exit 1)."""
+    argv = [str(a) for a in argv]
+    to_full = ">" in argv
+    with open("/dev/full", "w") if to_full else contextlib.nullcontext(subprocess.PIPE) as stdout:
+        done = subprocess.run([sys.executable, "-m", "placement.cli", *argv[: -2 if to_full else None]],
+                              cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+    where = "/dev/full: cannot write: " if "--out" in argv else ""
+    assert done.returncode == 2 and done.stderr == f"placement: error: {where}No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_staged_files_are_all_or_nothing(tmp_path):
