@@ -81,10 +81,12 @@ def read_kept(out_csv: Path, retry_failed: bool, repair: bool = False) -> Kept:
         raise BatchError(f"{out_csv}: cannot read: {exc}") from None
     if not data:
         return Kept()
+    data = data.removeprefix(b"\xef\xbb\xbf")    # a BOM: the file went through a spreadsheet
     lines = _Lines(data.decode("utf-8", errors="surrogateescape"))
     header = _next_record(lines, csv.reader(lines))
     if header is None or tuple(header[1]) != COLUMNS:
-        raise BatchError(f"{out_csv} exists but is not a batch CSV (its header differs); choose another --out")
+        raise BatchError(f"{out_csv}: line 1: exists but is not a batch CSV (its header differs); "
+                         "choose another --out")
     kept, rows = Kept(), {}
     reader = csv.reader(lines)
     while True:
@@ -212,7 +214,11 @@ class ResultsLock:
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:   # a folder in its place, a read-only file system
+                raise BatchError(f"{self.path}: cannot take the lock of {self.out_csv}: "
+                                 f"{exc.strerror or exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -21,7 +21,7 @@ try:    # Ctrl-C while the command starts up: the same one line as later, no tra
     from placement import __version__, deadline, limits
     from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on, simulation_input
     from placement.evaluate import evaluate
-    from placement.outputs import OutputError, Staged, check_outputs, json_text, write_text
+    from placement.outputs import OutputError, Staged, check_folder, check_outputs, json_text, write_text
     from placement.strict_json import FileFormatError
     from placement.instance import Instance
     from placement.schedule import Schedule
@@ -193,8 +193,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     names = list(POLICIES) if args.policy == ["all"] else args.policy
     _check_outputs({"--out": args.out}, [args.trace.removeprefix("pollux:")])
-    if args.plot and Path(args.plot).exists() and not Path(args.plot).is_dir():
-        raise BadInput(f"--plot {args.plot}: is a file; --plot takes a folder")
+    if args.plot:
+        check_folder("--plot", args.plot, {"--out": Path(args.out)} if args.out else {})
+        _plot_format(Path(args.plot) / "jct_cdf.png")   # matplotlib is there
     try:
         policies = [make_policy(n) for n in names]
         events = [parse_event(e) for e in args.event]
@@ -229,13 +230,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for name, r in results.items():
             print(f"{name:<12} {r.average_jct:>12.6g} {r.p95_jct:>12.6g} {r.makespan:>13.6g} "
                   f"{len(r.unfinished):>10} {r.reconfigurations:>7} {r.decision_time['median']:>20.4f}")
-    if args.out:
-        write_text(args.out, json_text({name: r.to_dict(schedule=False) for name, r in results.items()}))
-        print(f"wrote {args.out}")
-    if args.plot:
-        Path(args.plot).mkdir(parents=True, exist_ok=True)
-        for path in plot_simulation(results, args.plot):
-            print(f"wrote {path}")
+    with Staged() as staged:     # --out only once the plots are drawn: all or nothing
+        if args.out:
+            staged.write_text(args.out, json_text({name: r.to_dict(schedule=False) for name, r in results.items()}))
+        plots = plot_simulation(results, args.plot) if args.plot else []
+        staged.commit()
+    for path in ([args.out] if args.out else []) + plots:
+        print(f"wrote {path}")
     return EXIT_OK
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OutputError", "Staged", "check_outputs", "json_text", "write_text"]
+__all__ = ["OutputError", "Staged", "check_folder", "check_outputs", "json_text", "write_text"]
 
 
 class OutputError(ValueError):
@@ -45,24 +45,51 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike | None],
         where = f"{label} {raw}"
         if not str(raw).strip():
             raise OutputError(f"{label}: empty file name")
-        if path.is_dir():
-            raise OutputError(f"{where}: is a directory; give a file name")
-        if path.exists() and not (path.is_file() or _is_stream(path)):
-            raise OutputError(f"{where}: exists and is neither a regular file nor a stream (/dev/null, a pipe)")
-        folder = _existing_ancestor(path.absolute().parent)
-        if not folder.is_dir():
-            raise OutputError(f"{where}: {folder} is a file, not a folder")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise OutputError(f"{where}: cannot write in {folder} (permission denied)")
-        for source in inputs:
-            if _same(path, source):
-                raise OutputError(f"{where}: is the input file {source}; it would be overwritten "
-                                  "(choose another name)")
+        try:    # a name too long for the file system: OSError from the first look at it
+            if path.is_dir():
+                raise OutputError(f"{where}: is a directory; give a file name")
+            if path.exists() and not (path.is_file() or _is_stream(path)):
+                raise OutputError(f"{where}: exists and is neither a regular file nor a stream (/dev/null, a pipe)")
+            _check_folder(where, path.absolute().parent)
+            for source in inputs:
+                if _same(path, source):
+                    raise OutputError(f"{where}: is the input file {source}; it would be overwritten "
+                                      "(choose another name)")
+        except OSError as exc:
+            raise OutputError(f"{where}: {exc.strerror or exc}") from None
         for other, target in checked.items():
             if _same(path, target):
                 raise OutputError(f"{where}: {other} writes the same file")
         checked[label] = path
     return checked
+
+
+def check_folder(label: str, raw: str | os.PathLike, files: Mapping[str, Path] = {}) -> Path:
+    """A folder a command writes its files into (``simulate --plot``), checked like
+    :func:`check_outputs` checks a file: missing is fine, a file (or one of ``files``,
+    the command's other outputs) is not."""
+    path, where = Path(raw), f"{label} {raw}"
+    if not str(raw).strip():
+        raise OutputError(f"{label}: empty folder name")
+    try:
+        if path.exists() and not path.is_dir():
+            raise OutputError(f"{where}: is a file; {label} takes a folder")
+        _check_folder(where, path.absolute())
+    except OSError as exc:
+        raise OutputError(f"{where}: {exc.strerror or exc}") from None
+    for other, target in files.items():
+        if _same(path, target):
+            raise OutputError(f"{where}: {other} writes that path as a file")
+    return path
+
+
+def _check_folder(where: str, folder: Path) -> None:
+    """``folder`` (made if missing) can be written in."""
+    folder = _existing_ancestor(folder)
+    if not folder.is_dir():
+        raise OutputError(f"{where}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{where}: cannot write in {folder} (permission denied)")
 
 
 def _is_stream(path: Path) -> bool:

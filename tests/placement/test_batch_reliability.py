@@ -87,9 +87,23 @@ def test_binary_garbage_is_reported_and_repaired(done):
 def test_a_foreign_file_is_never_repaired(done):
     folder, out = done
     out.write_text("a,b\n1,2\n")
-    with pytest.raises(BatchError, match="not a batch CSV"):
+    with pytest.raises(BatchError, match="r.csv: line 1: exists but is not a batch CSV"):
         go(folder, out, repair_results=True)
     assert out.read_text() == "a,b\n1,2\n"
+
+
+def test_a_results_file_saved_by_a_spreadsheet_resumes(done):
+    folder, out = done
+    out.write_bytes(b"\xef\xbb\xbf" + out.read_bytes().replace(b"\n", b"\r\n"))   # a BOM and CRLF
+    assert go(folder, out).skipped == 3                 # was: "not a batch CSV (its header differs)"
+
+
+def test_a_lock_that_cannot_be_taken_is_one_line(done, capsys):
+    folder, out = done
+    out.with_name(f".{out.name}.lock").mkdir()          # was: IsADirectoryError, a traceback
+    code, text, err = _cli(capsys, folder, out)
+    assert code == 2 and err.startswith("placement: error: ") and "cannot take the lock" in err
+    assert err.count("\n") == 1
 
 
 def test_an_unusable_out_is_refused_before_anything_runs(done):

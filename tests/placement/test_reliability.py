@@ -189,6 +189,34 @@ def test_a_full_disk_is_one_line_not_a_traceback(tmp_path, argv):
     assert list(tmp_path.iterdir()) == []
 
 
+TRACE = ROOT / "instances" / "traces" / "philly-30-s3.csv"
+
+
+@pytest.mark.parametrize("case", ["plot-under-a-file", "plot-is-out", "long-name"])
+def test_simulate_outputs_are_refused_before_any_work(capsys, tmp_path, case):
+    """was: the simulation ran, --out was written, then mkdir failed with a traceback"""
+    (tmp_path / "f").write_text("")
+    argv = {"plot-under-a-file": ["--out", tmp_path / "o.json", "--plot", tmp_path / "f" / "plots"],
+            "plot-is-out": ["--out", tmp_path / "o.json", "--plot", tmp_path / "o.json"],
+            "long-name": ["--out", tmp_path / ("n" * 300 + ".json")]}[case]
+    code, out, err = run(capsys, "simulate", "--trace", TRACE, "--cluster", "racks:2x2", "--policy", "greedy", *argv)
+    assert code == 2 and out == "" and err.startswith("placement: error: --") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_simulate_writes_out_only_with_its_plots(capsys, tmp_path, monkeypatch):
+    import placement.simulate
+
+    def broken(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(placement.simulate, "plot_simulation", broken)
+    code, _, err = run(capsys, "simulate", "--trace", TRACE, "--cluster", "racks:2x2", "--policy", "greedy",
+                       "--horizon", "6", "--out", tmp_path / "o.json", "--plot", tmp_path / "plots")
+    assert code == 2 and err == "placement: error: No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_staged_files_are_all_or_nothing(tmp_path):
     (tmp_path / "a").write_text("old")
     with pytest.raises(RuntimeError), Staged() as staged:
