@@ -9,15 +9,16 @@ Outputs are checked before any work and written all or nothing (:mod:`placement.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from pathlib import Path
 
 try:    # Ctrl-C while the command starts up: the same one line as later, no traceback
+    import argparse
+    import json
+    import os
+    from collections.abc import Callable, Sequence
+    from dataclasses import replace
+    from pathlib import Path
+
     from placement import __version__, deadline, limits
     from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on, simulation_input
     from placement.evaluate import evaluate
@@ -26,6 +27,7 @@ try:    # Ctrl-C while the command starts up: the same one line as later, no tra
     from placement.instance import Instance
     from placement.schedule import Schedule
 except KeyboardInterrupt:
+    exec("None")   # the exit code below holds (deadline.interrupted says why)
     sys.stderr.write("placement: interrupted\n")
     raise SystemExit(130) from None
 
@@ -375,12 +377,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     :class:`placement.deadline.Guard` also ends the process if ``solve --time-limit`` is
     overrun inside a call that cannot be stopped, or Ctrl-C is not acted on within a
     second; called with ``argv`` (from Python, tests) the process is never ended."""
-    args = build_parser().parse_args(argv)
-    if getattr(args, "command", None) == "simulate" and not args.policy:
-        args.policy = ["lp-rounding"]
-    run: Callable[[argparse.Namespace], int] = args.run
-    seconds = getattr(args, "time_limit", None) if args.command == "solve" else None
     try:
+        args = build_parser().parse_args(argv)
+        if getattr(args, "command", None) == "simulate" and not args.policy:
+            args.policy = ["lp-rounding"]
+        run: Callable[[argparse.Namespace], int] = args.run
+        seconds = getattr(args, "time_limit", None) if args.command == "solve" else None
         guarded = args.command == "solve" or (args.command == "batch" and args.executor == "local")
         with deadline.command(seconds, real=argv is None, guarded=guarded) as args.guard:
             return _within_limits(run, args)

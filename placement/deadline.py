@@ -105,7 +105,7 @@ class Guard:
     main thread around one command; ``on_timeout()`` gives the line printed when the
     deadline plus ``grace`` passes with the command still running (exit 1); Ctrl-C or
     SIGTERM that the main thread does not act on within one second prints
-    ``placement: interrupted`` (exit 130). Inside :meth:`writing` the process is never
+    ``placement: interrupted`` (exit 130) or ``placement: terminated`` (143). Inside :meth:`writing` the process is never
     ended: the guard waits for the block to finish first."""
 
     def __init__(self, deadline: Deadline | None, grace: float, on_timeout: Callable[[], str]):
@@ -151,7 +151,7 @@ class Guard:
     def _watch(self) -> None:
         r = self._pipe[0]
         end = None if self.deadline is None else self.deadline.at + self.grace
-        interrupted_at = None
+        interrupted_at, by = None, signal.SIGINT
         while not self._done.is_set():
             waits = [t - time.perf_counter() for t in (end, interrupted_at and interrupted_at + 1.0) if t]
             # at most an hour per wait: select() cannot wait 1e308 s (--time-limit 1e308)
@@ -159,13 +159,14 @@ class Guard:
             if self._done.is_set():
                 return
             if ready:
-                signums = os.read(r, 64)
-                if any(s in (signal.SIGINT, signal.SIGTERM) for s in signums) and interrupted_at is None:
-                    interrupted_at = time.perf_counter()
+                signums = [s for s in os.read(r, 64) if s in (signal.SIGINT, signal.SIGTERM)]
+                if signums and interrupted_at is None:
+                    interrupted_at, by = time.perf_counter(), signums[0]
                 continue
             now = time.perf_counter()
             if interrupted_at is not None and now >= interrupted_at + 1.0:
-                self._end("placement: interrupted", 130)
+                term = by == signal.SIGTERM      # as interrupted() says it
+                self._end(f"placement: {'terminated' if term else 'interrupted'}", 143 if term else 130)
             elif end is not None and now >= end:
                 self._end(self.on_timeout(), 1)
                 end = None

@@ -61,8 +61,9 @@ def read_joblist(path: str | os.PathLike, cluster: Topology | None = None) -> li
     _check_header(name, header)
     jobs, rows_of, lines = [], {}, []
     most = limits.value(limits.JOBS)
+    end = reader.line_num
     for cells in reader:
-        row = reader.line_num
+        row, end = end + 1, reader.line_num   # a record's first line (a quoted newline spans two)
         if not any(c.strip() for c in cells):
             continue
         where = f"{name}:line {row}"

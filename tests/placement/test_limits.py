@@ -227,6 +227,17 @@ def test_job_list_errors_name_the_line_not_a_job_index(tmp_path, capsys):
     assert cells
 
 
+def test_a_record_over_two_lines_is_named_by_its_first(tmp_path, capsys):
+    lines = TRACE.read_text().splitlines()[:4]
+    first, rest = lines[1].split(",", 1)
+    path = tmp_path / "jobs.csv"
+    path.write_text("\n".join([lines[0], f'"{first}\n{first}",{rest}', *lines[2:]]) + "\n")
+    bad(capsys, f"{path}:line 2:id:", "must not contain control characters", *simulate(path))   # was: line 3
+    arrival, rest = rest.split(",", 1)    # a quoted number over two lines is fine ("0\n" is stripped)
+    path.write_text("\n".join([lines[0], f'{first},"{arrival}\n",{rest}', lines[2].replace(",0,", ",-5,", 1)]) + "\n")
+    bad(capsys, f"{path}:line 4:arrival:", "must be >= 0, got -5", *simulate(path))
+
+
 @pytest.mark.parametrize("value", ["a\x00b", "a\x1bb", "a\u2028b"])
 def test_control_characters_in_ids_are_refused_and_escaped(tmp_path, capsys, value):
     path = csv_with(tmp_path, "id", value)

@@ -111,16 +111,28 @@ def test_a_time_limit_too_far_for_select_is_no_traceback():
     assert done.returncode == 0 and done.stderr == ""   # was: OverflowError in the guard's thread
 
 
-def test_ctrl_c_inside_a_call_that_cannot_be_stopped_ends_within_a_second_or_so():
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])   # was: 130, interrupted
+def test_ctrl_c_inside_a_call_that_cannot_be_stopped_ends_within_a_second_or_so(sig, code, word):
     p = _python(f"from placement import deadline\nimport sys\nprint('go', flush=True)\n"
                 f"with deadline.command(None, real=True):\n    {STUCK}")
     assert p.stdout.readline() == "go\n"
     time.sleep(0.3)
     sent = time.perf_counter()
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     _, err = p.communicate(timeout=30)
-    assert p.returncode == 130 and err.strip() == "placement: interrupted"
+    assert p.returncode == code and err.strip() == f"placement: {word}"
     assert time.perf_counter() - sent < 4
+
+
+def test_ctrl_c_while_the_arguments_are_parsed_is_one_line(capsys, monkeypatch):
+    import placement.cli
+
+    def stop():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(placement.cli, "build_parser", stop)   # was: a traceback (parse_args ran outside the try)
+    code, _, err = run(capsys, "show", RACKS)
+    assert code == 130 and err == "placement: interrupted\n"
 
 
 def test_ctrl_c_during_the_exact_solver_writes_nothing(tmp_path):
