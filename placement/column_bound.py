@@ -25,7 +25,7 @@ import numpy as np
 
 from placement.formulation.job_schedules import JobSchedules
 from placement.instance import Instance
-from solvers.colgen import Column, Pricing, PricingStopped, column_generation
+from solvers.colgen import Column, MasterFailed, Pricing, PricingStopped, column_generation
 
 __all__ = ["ColumnBound", "column_bound", "score_lattice"]
 
@@ -64,7 +64,8 @@ def score_lattice(instance: Instance) -> float:
 
 def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> ColumnBound | None:
     """The column LP's proven bound within about ``time_limit`` seconds (module docstring); None when
-    not even the first pricing round (every job once) fits in it."""
+    not even the first pricing round (every job once) fits in it, or when the LP solver refuses the
+    master (numbers at the far ends of their bounds, docs/limits.md: the other bounds still stand)."""
     clock = time.perf_counter()
     stop_at = np.inf if time_limit is None else clock + time_limit
     T, R = instance.horizon, len(instance.resources)
@@ -103,7 +104,7 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
     initial = [column(k, (-1,) * (T - js.first), js.idle_cost) for k, js in enumerate(jobs)]
     try:
         result = column_generation(b, len(jobs), price, initial, time_limit=time_limit)
-    except PricingStopped:
+    except (PricingStopped, MasterFailed):
         return None
     bound, source = result.bound, "column LP (Lagrangian)"
     q = score_lattice(instance)

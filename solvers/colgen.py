@@ -29,11 +29,17 @@ import scipy.sparse as sp
 from solvers.lp import solve_lp
 from solvers.problem import Problem
 
-__all__ = ["Column", "Pricing", "PricingStopped", "ColumnGenResult", "column_generation", "restricted_master"]
+__all__ = ["Column", "MasterFailed", "Pricing", "PricingStopped", "ColumnGenResult", "column_generation",
+           "restricted_master"]
 
 
 class PricingStopped(Exception):
     """Raised by a pricing oracle that ran out of time part-way: the rounds before it still count."""
+
+
+class MasterFailed(RuntimeError):
+    """The LP solver gave no optimum of the restricted master (HiGHS refuses coefficients past its
+    thresholds, which legal extreme inputs reach: docs/limits.md)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ def column_generation(b: np.ndarray, n_blocks: int, price: Callable[[np.ndarray]
         result = solve_lp(restricted_master(columns, b, n_blocks))
         timings["master"] += time.perf_counter() - clock
         if not result.success or result.duals is None:
-            raise RuntimeError(f"column_generation: the restricted master failed ({result.status.value}: "
+            raise MasterFailed(f"column_generation: the restricted master failed ({result.status.value}: "
                                f"{result.message})")
         lp_value, weights = float(result.objective), result.x
         pi = np.minimum(result.duals["pack"], 0.0)  # a packing dual of a min problem is <= 0

@@ -227,7 +227,8 @@ class Lattice:
         out = np.ones(self.units.rows)
         if self._ids.size:
             z = self.level(self._ids, t[self._ids])
-            k = np.ceil(z).astype(np.int64) if self.upper else np.floor(z).astype(np.int64)
+            zc = np.clip(z, -1.0, self._len)   # past the table either way (3e19 steps overflowed int64)
+            k = np.ceil(zc).astype(np.int64) if self.upper else np.floor(zc).astype(np.int64)
             inside = (k >= 0) & (k < self._len)
             val = self._cum[self._off + np.where(inside, k, 0)]
             if self.upper:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,21 @@ def test_extreme_but_legal_numbers_never_break_a_command(tmp_path, capsys):
         assert code in (0, 1), err
     code, err = cli(capsys, "validate", str(path), str(out))
     assert code in (0, 1), err
+
+
+@pytest.mark.parametrize("source, edit", [
+    ("bottleneck", lambda d: d["jobs"][0]["worker"].update(mem=1e-6)),   # was: int64 cast warning (lattice)
+    ("bottleneck", lambda d: d["topology"]["machines"][0]["capacity"].update(mem=1e9)),
+    ("racks", lambda d: (d["jobs"][0]["ps"].update(mem=1e-6),             # was: RuntimeError, the column
+                         d["jobs"][1].update(work_batches=1e15, batch_seconds=1e7))),  # bound's master
+])
+def test_tiny_demands_and_huge_work_solve_without_warnings(tmp_path, capsys, source, edit):
+    """Found by PLACEMENT_FUZZ_CASES=3000 (m_extreme): legal numbers at the ends of their bounds."""
+    path = edited(tmp_path, EXAMPLES / f"{source}.json", edit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        code, err = cli(capsys, "solve", str(path), "--time-limit", "5", "--trials", "4")
+    assert code in (0, 1) and "\n" not in err, err
 
 
 def test_a_job_needing_more_pss_than_the_limit_is_refused(tmp_path, capsys):
