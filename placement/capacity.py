@@ -19,10 +19,15 @@ The search helpers find a placement of W workers plus ``job.min_ps(W)`` PSs, W i
 Comparisons allow half the referee's tolerance (``TOL_FIT`` = TOL / 2, both in
 :mod:`placement.instance`), so running sums that differ from the validator's in the last
 bit can never turn a "fits" here into a violation there.
+
+Speed, never at the cost of a different answer: tables per machine (room per worker
+demand, most workers held alone per job shape) are kept across changes and recomputed
+only where a machine changed; plain int task counts are checked in Python floats (the
+same IEEE operations in the same order as the array code).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -34,6 +39,26 @@ __all__ = ["Residual"]
 
 
 _MANY = 10**9  # room of a job whose worker needs none of a machine's resources
+
+
+def _room_rows(alpha: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row of ``free``: workers of demand ``alpha`` it takes by capacity alone."""
+    need = alpha > 0
+    if not need.any():
+        return np.full(len(free), _MANY, dtype=np.int64)
+    per = np.floor((np.maximum(free[:, need], 0) + TOL_FIT) / alpha[need])
+    return np.minimum(per.min(axis=1), _MANY).astype(np.int64)
+
+
+def _most_rows(need: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row of ``free``: how many of the demands ``need[r, k]`` (k = 0, 1, ..., growing in
+    k for every resource r) fit, the first ones: the count k with need[:, k'] <= free + TOL_FIT
+    for every k' < k (the per-resource counts of such entries, at their least)."""
+    room = free + TOL_FIT
+    most = np.full(len(free), need.shape[1], dtype=np.int64)
+    for r in range(len(need)):
+        np.minimum(most, np.searchsorted(need[r], room[:, r], side="right"), out=most)
+    return most
 
 
 class Residual(SpreadSearch):
@@ -67,13 +92,45 @@ class Residual(SpreadSearch):
                                     key=lambda i: (len(below[i]), -self._node_depth[i], i))
         self._all = np.arange(n_machines, dtype=np.int64)
         self._vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._lists: dict[str, tuple[list[float], list[float]]] = {}
         self._held: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]] = {}
+        # the same tables as Python lists, for the per-task loops of fits and the greedy fill
+        self._anc_rows = anc.tolist()
+        self._up_rows = [u.tolist() for u in self._up]
+        self._depths = depth.tolist()
+        self._scale = np.where(self.cap > 0, self.cap, 1.0)
+        self._static: dict = {}  # tables that depend on the tree or a job shape only
+        # speed (module docstring): a version bumped by every change, per machine the version
+        # that last changed it, per node whether its free-capacity sum is current, the
+        # per-machine tables kept per job shape, and memos emptied on every change
+        self._version = 0
+        self._stamp = np.zeros(n_machines, dtype=np.int64)
+        self._rooms: dict[object, list] = {}
+        self._node_free = np.zeros((len(topo.nodes), len(res)))
+        self._node_free_ok = np.zeros(len(topo.nodes), dtype=bool)
+        self._memo: dict = {}
+        self._link_memo: dict = {}  # the same for what depends on the links' free bandwidth only
 
     def clear(self) -> None:
         """Empty the slot again (cheaper than building a new Residual for every slot)."""
         self.free = self.cap.copy()
         self.link_free = self.link_cap.copy()
         self._held.clear()
+        self._changed(None)
+
+    def _changed(self, hs: np.ndarray | None, links: bool = True) -> None:
+        """The free capacity of machines ``hs`` (all if None) changed, and of links if
+        ``links``: caches computed before are refreshed or dropped."""
+        self._version += 1
+        self._memo.clear()
+        if links:
+            self._link_memo.clear()
+        if hs is None:
+            self._stamp[:] = self._version
+            self._node_free_ok[:] = False
+        else:
+            self._stamp[hs] = self._version
+            self._node_free_ok[self._anc[hs]] = False  # (-1: the last node too, harmless)
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, dict]:
         """The current state, to :meth:`restore` after a tentative change."""
@@ -82,6 +139,7 @@ class Residual(SpreadSearch):
     def restore(self, state: tuple[np.ndarray, np.ndarray, dict]) -> None:
         free, link_free, held = state
         self.free, self.link_free, self._held = free.copy(), link_free.copy(), dict(held)
+        self._changed(None)
 
     def is_node(self, node: object) -> bool:
         """Is ``node`` a machine or switch id of the cluster?"""
@@ -123,6 +181,9 @@ class Residual(SpreadSearch):
 
     def fits(self, job: Job, tasks: Tasks) -> bool:
         """Would ``tasks`` of ``job`` keep rules 1 and 4 on top of what is placed already?"""
+        items = self._plain(tasks)
+        if items is not None:
+            return self._fits_plain(job, items)
         hs, ws, ss = self._arrays(tasks)
         if len(hs) == 0:
             return True
@@ -133,18 +194,72 @@ class Residual(SpreadSearch):
         links, load = self._loads(job, hs, ws, ss)
         return bool((load <= self.link_free[links] + TOL_FIT).all())
 
+    # the same for plain int counts, in Python floats (module docstring)
+    def _plain(self, tasks: Tasks) -> list[tuple[int, int, int]] | None:
+        """(machine, workers, PSs) of the tasks if every count is a non-negative int."""
+        index = self.instance.topology.machine_index
+        items = [(index[h], w, s) for h, (w, s) in tasks.items() if w or s]
+        ok = all(type(w) is int and type(s) is int and w >= 0 and s >= 0 for _, w, s in items)
+        return items if ok else None
+
+    def _fits_plain(self, job: Job, items: list[tuple[int, int, int]]) -> bool:
+        alpha, beta = self._demand_lists(job)
+        free = self.free
+        for h, w, s in items:
+            for a, b, f in zip(alpha, beta, free[h].tolist()):
+                if not w * a + s * b <= f + TOL_FIT:
+                    return False
+        link_free = self.link_free
+        return all(x <= float(link_free[e]) + TOL_FIT for e, x in self._loads_plain(job, items).items())
+
+    def _loads_plain(self, job: Job, items: list[tuple[int, int, int]]) -> dict[int, float]:
+        """``_loads`` as link -> Gbps, summed per link in task order as np.bincount does."""
+        if len(items) <= 1:
+            return {}
+        rows = [self._anc_rows[h] for h, _, _ in items]
+        first, lca = rows[0], len(rows[0]) - 1
+        for k, node in enumerate(first):  # the deepest depth all tasks share a node at
+            if node < 0 or any(r[k] != node for r in rows):
+                lca = k - 1
+                break
+        load: dict[int, float] = {}
+        wg, pg = job.worker_gbps, job.ps_gbps
+        for h, w, s in items:
+            amount = w * wg + s * pg
+            for e in self._up_rows[h][: self._depths[h] - lca]:
+                load[e] = load.get(e, 0.0) + amount
+        return load
+
+    def _demand_lists(self, job: Job) -> tuple[list[float], list[float]]:
+        """``demand`` as lists of Python floats (kept per job id, as ``demand`` is)."""
+        if job.id not in self._lists:
+            alpha, beta = self.demand(job)
+            self._lists[job.id] = (alpha.tolist(), beta.tolist())
+        return self._lists[job.id]
+
     def place(self, job: Job, tasks: Tasks) -> None:
         """Take the resources and link bandwidth of ``tasks``; raises if they do not fit."""
         if job.id in self._held:
             raise ValueError(f"job {job.id} is already placed in this slot")
-        if not self.fits(job, tasks):
+        items = self._plain(tasks)
+        if not (self._fits_plain(job, items) if items is not None else self.fits(job, tasks)):
             raise ValueError(f"job {job.id}: tasks {dict(tasks)} do not fit")
-        hs, ws, ss = self._arrays(tasks)
-        alpha, beta = self.demand(job)
-        use = ws[:, None] * alpha + ss[:, None] * beta
-        links, load = self._loads(job, hs, ws, ss)
+        if items is not None:
+            alpha, beta = self._demand_lists(job)
+            hs = np.array([h for h, _, _ in items], dtype=np.int64)
+            use = np.array([[w * a + s * b for a, b in zip(alpha, beta)] for _, w, s in items],
+                           dtype=float).reshape(len(items), len(alpha))
+            loads = self._loads_plain(job, items)
+            links, load = np.array(list(loads), dtype=np.int64), np.array(list(loads.values()))
+        else:
+            hs, ws, ss = self._arrays(tasks)
+            alpha_a, beta_a = self.demand(job)
+            use = ws[:, None] * alpha_a + ss[:, None] * beta_a
+            links, load = self._loads(job, hs, ws, ss)
         self.free[hs] -= use
-        self.link_free[links] -= load
+        if len(links):
+            self.link_free[links] -= load
+        self._changed(hs, len(links) > 0)
         self._held[job.id] = (hs, use, links, load, {h: tuple(v) for h, v in tasks.items() if v[0] or v[1]})
 
     def remove(self, job_id: str) -> dict[str, tuple[int, int]]:
@@ -153,7 +268,9 @@ class Residual(SpreadSearch):
             return {}
         hs, use, links, load, tasks = self._held.pop(job_id)
         self.free[hs] += use
-        self.link_free[links] += load
+        if len(links):
+            self.link_free[links] += load
+        self._changed(hs, len(links) > 0)
         return tasks
 
     def held(self, job_id: str) -> dict[str, tuple[int, int]] | None:
@@ -167,13 +284,26 @@ class Residual(SpreadSearch):
     # ----- capacity-only room --------------------------------------------------------------
     def worker_room(self, job: Job, hs: np.ndarray | None = None) -> np.ndarray:
         """Workers of ``job`` each machine could still take by capacity alone (no PS, no links)."""
+        room = self._room(job)
+        return room.copy() if hs is None else room[hs]
+
+    def _room(self, job: Job) -> np.ndarray:
+        """``worker_room`` of every machine (the caller must not modify it)."""
         alpha, _ = self.demand(job)
-        free = self.free if hs is None else self.free[hs]
-        need = alpha > 0
-        if not need.any():
-            return np.full(len(free), _MANY, dtype=np.int64)
-        per = np.floor((np.maximum(free[:, need], 0) + TOL_FIT) / alpha[need])
-        return np.minimum(per.min(axis=1), _MANY).astype(np.int64)
+        return self._kept(alpha.tobytes(), lambda free: _room_rows(alpha, free))
+
+    def _kept(self, key: object, rows: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """A per-machine table ``rows(free)``, kept across changes (per job shape ``key``) and
+        recomputed only on the machines changed since (``rows`` works row by row)."""
+        entry = self._rooms.get(key)
+        if entry is None:
+            entry = self._rooms[key] = [rows(self.free), self._version]
+        elif entry[1] != self._version:
+            stale = np.flatnonzero(self._stamp > entry[1])
+            if len(stale):
+                entry[0][stale] = rows(self.free[stale])
+            entry[1] = self._version
+        return entry[0]
 
     # ----- local placements ----------------------------------------------------------------
     def _within(self, within: str | None) -> np.ndarray:
@@ -185,43 +315,70 @@ class Residual(SpreadSearch):
         fits, else the largest local_gbps, then the tightest fit."""
         if not job.min_workers <= workers <= job.max_workers:
             return None
-        cand = self._within(within)
+        return self._local_in(job, workers, self._within(within), prefer)
+
+    def _local_in(self, job: Job, workers: int, cand: np.ndarray, prefer: str | None,
+                  fitting: bool = False) -> dict[str, tuple[int, int]] | None:
+        """``local`` among machines ``cand`` (``fitting``: known to hold the tasks)."""
         ps = job.min_ps(workers)
         alpha, beta = self.demand(job)
         need = workers * alpha + ps * beta
-        ok = (need <= self.free[cand] + TOL_FIT).all(axis=1)
-        if not ok.any():
-            return None
-        fitting = cand[ok]
+        if not fitting:
+            ok = (need <= self.free[cand] + TOL_FIT).all(axis=1)
+            if not ok.any():
+                return None
+            cand = cand[ok]
+        fitting = cand
         if prefer is not None:
             p = self.instance.topology.machine_index.get(prefer)
-            if p is not None and p in set(fitting.tolist()):
+            if p is not None and (fitting == p).any():
                 return {prefer: (workers, ps)}
         h = fitting[self._tightest(fitting, need)]
         return {self.machine_ids[h]: (workers, ps)}
 
     def _tightest(self, hs: np.ndarray, need: np.ndarray) -> int:
         """Position (in ``hs``) of the best machine: largest local_gbps, then least left."""
-        scale = np.where(self.cap[hs] > 0, self.cap[hs], 1.0)
-        left = ((self.free[hs] - need) / scale).sum(axis=1)
-        return int(np.lexsort((left, -self.local_gbps[hs]))[0])
+        gbps = self.local_gbps[hs]
+        fastest = np.flatnonzero(gbps == gbps.max())  # the first of these with least left
+        left = ((self.free[hs[fastest]] - need) / self._scale[hs[fastest]]).sum(axis=1)
+        return int(fastest[np.argmin(left)])
 
     def best_local(self, job: Job, cap: int, *, within: str | None = None,
                    prefer: str | None = None) -> dict[str, tuple[int, int]] | None:
         """The local placement with the most workers (min_workers..cap), or None."""
         cand = self._within(within)
-        room = self.worker_room(job, cand)
+        room = self._room(job) if within is None else self._room(job)[cand]
         top = min(cap, job.max_workers, int(room.max(initial=0)))
         if top < job.min_workers:
             return None
-        alpha, beta = self.demand(job)
-        ws = np.arange(job.min_workers, top + 1)
-        ss = np.array([job.min_ps(int(w)) for w in ws])
-        need = ws[:, None] * alpha + ss[:, None] * beta
-        ok = (need[:, None, :] <= self.free[cand][None] + TOL_FIT).all(axis=2).any(axis=1)
-        if not ok.any():
+        most = self._local_most(job) if len(cand) else None
+        if most is None:  # (no table: negative demands) every count from the most down
+            for workers in range(top, job.min_workers - 1, -1):
+                if (tasks := self.local(job, workers, within=within, prefer=prefer)) is not None:
+                    return tasks
             return None
-        return self.local(job, int(ws[np.flatnonzero(ok)[-1]]), within=within, prefer=prefer)
+        most = most if within is None else most[cand]
+        workers = min(top, int(most.max()))  # the most that one machine holds
+        if workers < job.min_workers:
+            return None
+        return self._local_in(job, workers, cand[most >= workers], prefer, fitting=True)
+
+    def _local_most(self, job: Job) -> np.ndarray | None:
+        """Per machine, how many of the counts 1, 2, ..., top >= max_workers it holds alone,
+        workers with their PSs: it holds W iff W <= that number, as the demand grows with
+        the count. None when it may not grow (negative demands) or min_workers < 1."""
+        if job.min_workers < 1:
+            return None
+        alpha, beta = self.demand(job)
+        top = 1 << max(job.max_workers - 1, 0).bit_length()  # a power of two: few tables
+        key = (alpha.tobytes(), beta.tobytes(), job.worker_gbps, job.ps_gbps, top)
+        if key not in self._static:
+            ws = np.arange(1, top + 1)
+            ss = np.array([job.min_ps(int(w)) for w in ws], dtype=np.int64)
+            grows = (alpha >= 0).all() and (beta >= 0).all() and (np.diff(ss) >= 0).all()
+            self._static[key] = (ws[:, None] * alpha + ss[:, None] * beta).T.copy() if grows else None
+        need = self._static[key]
+        return None if need is None else self._kept(key, lambda free: _most_rows(need, free))
 
     # ----- local or spread (spread placements: placement.spread_search) ----------------------
     def find(self, job: Job, workers: int, *, within: str | None = None,

@@ -324,8 +324,8 @@ class _SlotBuilder:
         it cannot start otherwise (they then look for room in their own turn)."""
         prev = self.tracker.last.get(job.id) or {}
         tasks = self._best(job, job.max_workers, None, prev)
-        lower = [j for j in later if j.id in reserved]
-        if tasks is None and lower:
+        lower = [j for j in later if j.id in reserved] if tasks is None and reserved else []
+        if lower:
             state = self.residual.snapshot()
             for j in lower:
                 self.residual.remove(j.id)

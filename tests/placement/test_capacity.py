@@ -219,3 +219,123 @@ def test_snapshot_and_restore():
     res.restore(state)
     assert (res.free == res.cap).all() and (res.link_free == res.link_cap).all()
     assert res.held("j") is None
+
+
+# ----- the kept tables (speed) answer as computing afresh would ----------------------------
+third = st.integers(1, 30).map(lambda k: k / 3)  # inexact binary fractions: rounding matters
+
+
+@st.composite
+def fractional(draw) -> Instance:
+    """A three-level tree (some machines one level up) with fractional capacities and
+    demands, so sums and quotients round."""
+    machines, switches, links = [], [Switch("spine")], []
+    for p in range(draw(st.integers(1, 2))):
+        switches.append(Switch(f"pod{p}"))
+        links.append(Link(f"pod{p}", "spine", draw(third)))
+        for r in range(draw(st.integers(1, 2))):
+            tor = f"tor{p}{r}"
+            switches.append(Switch(tor))
+            links.append(Link(tor, f"pod{p}", draw(third)))
+            for i in range(draw(st.integers(1, 3))):
+                machines.append(Machine(f"m{p}{r}{i}", {"gpu": draw(st.integers(2, 6)), "cpu": 3 + draw(third)},
+                                        draw(st.sampled_from([100, 400]))))
+                links.append(Link(machines[-1].id, tor, draw(third)))
+        if draw(st.booleans()):
+            machines.append(Machine(f"m{p}x", {"gpu": 4, "cpu": 3 + draw(third)}, 400))
+            links.append(Link(machines[-1].id, f"pod{p}", draw(third)))
+    topo = Topology(tuple(machines), tuple(switches), tuple(links), "spine")
+    jobs = [B.job(f"j{k}", worker={"gpu": draw(st.integers(0, 2)), "cpu": draw(third) / 4},
+                  ps={"cpu": draw(third) / 4}, worker_gbps=draw(third) / 3, ps_gbps=draw(third) / 3,
+                  max_workers=draw(st.integers(1, 9)))
+            for k in range(draw(st.integers(2, 4)))]
+    return B.instance(topo, *jobs, T=1)
+
+
+def reference_best_local(res: Residual, job, cap: int, within, prefer):
+    """The most workers on one machine, by trying every count from the most down."""
+    room = res.worker_room(job, res._within(within))
+    for w in range(min(cap, job.max_workers, int(room.max(initial=0))), job.min_workers - 1, -1):
+        ps = job.min_ps(w)
+        need = w * res.demand(job)[0] + ps * res.demand(job)[1]
+        cand = res._within(within)
+        fitting = cand[(need <= res.free[cand] + 1e-9 / 2).all(axis=1)]
+        if len(fitting):
+            if prefer is not None and res.instance.topology.machine_index[prefer] in fitting.tolist():
+                return {prefer: (w, ps)}
+            left = ((res.free[fitting] - need) / np.where(res.cap[fitting] > 0, res.cap[fitting], 1)).sum(axis=1)
+            h = fitting[np.lexsort((left, -res.local_gbps[fitting]))[0]]
+            return {res.machine_ids[h]: (w, ps)}
+    return None
+
+
+@settings(max_examples=80, deadline=None)
+@given(fractional(), st.data())
+def test_tables_kept_across_changes_answer_as_computed_afresh(inst, data):
+    res = Residual(inst)
+    ids = [m.id for m in inst.topology.machines]
+    nodes = [None, *inst.topology.nodes]
+    for _ in range(data.draw(st.integers(3, 12))):
+        job = data.draw(st.sampled_from(inst.jobs))
+        within = data.draw(st.sampled_from(nodes))
+        prefer = data.draw(st.sampled_from([None, *ids]))
+        cap = data.draw(st.integers(1, 9))
+        alpha, beta = res.demand(job)
+        per = np.floor((np.maximum(res.free[:, alpha > 0], 0) + 1e-9 / 2) / alpha[alpha > 0])
+        if (alpha > 0).any():
+            assert (res.worker_room(job) == np.minimum(per.min(axis=1), 10**9)).all()
+        assert res.best_local(job, cap, within=within, prefer=prefer) == \
+            reference_best_local(res, job, cap, within, prefer)
+        top = None if within is None else res._node_index[within]
+        for w in range(1, job.max_workers + 1):
+            assert list(res._candidates(job, top, w)) == \
+                [v for v in res._under(top)[0].tolist() if res._could_hold(job, v, w)]
+        action = data.draw(st.sampled_from(["place", "remove", "snapshot", "clear"]))
+        if action == "place" and res.held(job.id) is None:
+            tasks = res.best_spread(job, cap, within=within) or res.best_local(job, cap, within=within)
+            if tasks:
+                res.place(job, tasks)
+        elif action == "remove":
+            res.remove(job.id)
+        elif action == "snapshot":
+            state = res.snapshot()
+            other = data.draw(st.sampled_from(inst.jobs))
+            if res.held(other.id) is None and (tasks := res.best_local(other, 9)):
+                res.place(other, tasks)
+            res.restore(state)
+        else:
+            res.clear()
+
+
+@settings(max_examples=80, deadline=None)
+@given(fractional(), st.data())
+def test_plain_int_counts_take_the_same_path_as_numpy_counts(inst, data):
+    """fits/place on Python ints (the Python-float path) and on NumPy ints (the array
+    path) agree, and leave bit-identical free capacity and bandwidth."""
+    fast, slow = Residual(inst), Residual(inst)
+    ids = [m.id for m in inst.topology.machines]
+    for job in inst.jobs:
+        hs = data.draw(st.lists(st.sampled_from(ids), min_size=1, max_size=4, unique=True))
+        tasks = {h: (data.draw(st.integers(0, 3)), data.draw(st.integers(0, 2))) for h in hs}
+        as_numpy = {h: (np.int64(w), np.int64(s)) for h, (w, s) in tasks.items()}
+        assert fast.fits(job, tasks) == slow.fits(job, as_numpy)
+        if fast.fits(job, tasks):
+            fast.place(job, tasks)
+            slow.place(job, as_numpy)
+        assert fast.free.tobytes() == slow.free.tobytes()
+        assert fast.link_free.tobytes() == slow.link_free.tobytes()
+
+
+def test_the_search_sees_bandwidth_given_back_and_taken():
+    inst = B.instance(B.two_racks(machine_gbps=4), B.job("j", max_workers=4, ps_gbps=2),
+                      B.job("k", worker_gbps=3, ps_gbps=3))
+    j, k = inst.jobs
+    tor0 = Residual(inst)._node_index["tor0"]
+    res = Residual(inst)
+    res.place(k, {"a0": (1, 0), "a1": (0, 1)})  # 3 of each 4-Gbps machine link in rack 0
+    assert res.best_spread(j, 4, within="tor0") is None
+    assert list(res._candidates(j, tor0, 3)) == []
+    res.remove("k")
+    assert res.spread(j, 4, within="tor0") == {"a0": (2, 1), "a1": (2, 1)}  # 4 Gbps on each
+    res.place(k, {"a0": (1, 0), "a1": (0, 1)})
+    assert res.spread(j, 4, within="tor0") is None and list(res._candidates(j, tor0, 3)) == []
