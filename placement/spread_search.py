@@ -239,8 +239,11 @@ class SpreadSearch:
         node (as a position among them) and one node of that depth."""
         key = ("under", top)
         if key not in self._static:
-            nodes = np.array([v for v in self._spread_nodes if top is None or
-                              top in self._anc[self._below[v][0], : self._node_depth[v] + 1]], dtype=np.int64)
+            nodes = np.array(self._spread_nodes, dtype=np.int64)
+            if top is not None:  # top is v or an ancestor: v's machines have top at top's depth
+                first = np.array([self._below[v][0] for v in self._spread_nodes], dtype=np.int64)
+                d = self._node_depth[top]
+                nodes = nodes[(self._node_depth[nodes] >= d) & (self._anc[first, d] == top)]
             groups = []
             for d in sorted(set(self._node_depth[nodes].tolist())):
                 pos = np.flatnonzero(self._node_depth[nodes] == d)
