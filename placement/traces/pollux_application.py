@@ -82,7 +82,7 @@ MAX_NODES = 16
 _PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
 _SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
 _VALIDATION = re.compile(r"validation-(\d+)\.csv")
-_INT = re.compile(r"[+-]?\d+")
+_INT = re.compile(r"[+-]?\d+", re.ASCII)   # not other scripts' digits ("１２")
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,9 @@ def parse_number(where: str, text: str, *, positive: bool = False) -> float:
 
 def parse_count(where: str, text: str) -> int:
     """``text`` as an integer >= 1, else InstanceError at ``where``."""
-    if not _INT.fullmatch(text) or int(text) < 1:
-        raise InstanceError(where, f"must be a positive integer, got {text!r}")
+    if not _INT.fullmatch(text) or len(text) > 18 or int(text) < 1:   # 5000 digits: past int()'s limit
+        shown = text if len(text) <= 40 else f"{text[:40]}...({len(text)} characters)"
+        raise InstanceError(where, f"must be a positive integer, got {shown!r}")
     return int(text)
 
 

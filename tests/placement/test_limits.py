@@ -168,6 +168,17 @@ def test_sizes_past_their_limit_are_refused_before_any_work(tmp_path, capsys, ed
     bad(capsys, f"{path}: {place}", limit, "solve", str(path))
 
 
+@pytest.mark.parametrize("value, shown", [("9" * 5000, "'9999"), ("\uff12", "'\uff12'")])
+def test_pollux_workload_counts_are_refused_on_their_row(tmp_path, capsys, value, shown):
+    pollux = ROOT / "tests" / "data" / "pollux"
+    lines = (pollux / "workload.csv").read_text().splitlines()
+    lines[2] = ",".join(lines[2].split(",")[:-1] + [value])   # batch_size; was: int() digit limit, no place
+    path = tmp_path / "workload.csv"
+    path.write_text("\n".join(lines) + "\n")
+    bad(capsys, f"{path}:row 3:batch_size:", f"must be a positive integer, got {shown}", "simulate", "--trace",
+        f"pollux:{path}", "--pollux-traces", str(pollux / "traces"), "--policy", "greedy")
+
+
 def test_a_far_arrival_in_a_job_list_is_refused_on_its_line(tmp_path, capsys):
     path = csv_with(tmp_path, "arrival", str(10**9))
     bad(capsys, f"{path}:line 2:arrival:", "not inside any allowed horizon.*PLACEMENT_MAX_HORIZON",
