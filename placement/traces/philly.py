@@ -63,7 +63,6 @@ every job can be traced back to its row; the list is in arrival order.
 """
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import os
@@ -73,7 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.strict_json import FileFormatError
+from placement.strict_json import FileFormatError, open_csv
 from placement.generate import PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, load_profiles
 from placement.instance import Job
 
@@ -192,29 +191,29 @@ def read_philly(path: str | os.PathLike | None = None, *, sample: int | None = N
 
 def _read_rows(path: Path) -> list[_Row]:
     """The usable rows; dropped ones are counted in the log, malformed ones raise."""
-    try:
-        handle = open(path, newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise FileNotFoundError(f"{path}: cannot read the Philly trace: {exc}") from None
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: cannot read the Philly trace: no such file")
+    # the input policy (docs/limits.md): at most PLACEMENT_MAX_FILE_MB read, UTF-8 by line and column
+    _, header, reader = open_csv(path, ",".join(_COLUMNS))
     rows, dropped = [], 0
-    with handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in _COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise FileFormatError(f"{path}:line 1", f"missing column(s) {', '.join(missing)} "
-                                  f"(a Philly log has {', '.join(_COLUMNS)}, ...)")
-        for rec in reader:
-            line = reader.line_num
-            submitted = _cell(path, line, "timestamp", rec, datetime.fromisoformat)
-            duration = _cell(path, line, "duration", rec, float)
-            gpus = _cell(path, line, "num_gpus", rec, float)
-            if not (math.isfinite(duration) and math.isfinite(gpus) and gpus.is_integer()):
-                raise FileFormatError(f"{path}:line {line}", f"duration {duration} must be "
-                                      f"finite and num_gpus {gpus} a whole number")
-            if duration <= 0 or gpus <= 0:
-                dropped += 1
-                continue
-            rows.append(_Row(line, submitted, duration, int(gpus)))
+    missing = [c for c in _COLUMNS if c not in header]
+    if missing:
+        raise FileFormatError(f"{path}:line 1", f"missing column(s) {', '.join(missing)} "
+                              f"(a Philly log has {', '.join(_COLUMNS)}, ...)")
+    for cells in reader:
+        if not any(c.strip() for c in cells):   # a blank line
+            continue
+        rec, line = dict(zip(header, cells)), reader.line_num
+        submitted = _cell(path, line, "timestamp", rec, datetime.fromisoformat)
+        duration = _cell(path, line, "duration", rec, float)
+        gpus = _cell(path, line, "num_gpus", rec, float)
+        if not (math.isfinite(duration) and math.isfinite(gpus) and gpus.is_integer()):
+            raise FileFormatError(f"{path}:line {line}", f"duration {duration} must be "
+                                  f"finite and num_gpus {gpus} a whole number")
+        if duration <= 0 or gpus <= 0:
+            dropped += 1
+            continue
+        rows.append(_Row(line, submitted, duration, int(gpus)))
     if dropped:
         logger.warning("%s: dropped %d of %d rows with duration <= 0 or num_gpus <= 0",
                        path, dropped, dropped + len(rows))

@@ -212,6 +212,15 @@ def test_special_files_are_read_only_up_to_the_file_limit(tmp_path, capsys, monk
     bad(capsys, f"{zeros}:", "larger than the limit", *simulate(zeros))
 
 
+def test_the_philly_log_is_read_under_the_same_policy(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_MAX_FILE_MB", "2")
+    philly = ["simulate", "--trace", "philly", "--cluster", "racks:2x2", "--philly-path"]
+    bad(capsys, "/dev/zero:", "larger than the limit of 2 MB", *philly, "/dev/zero")   # was: read forever
+    path = tmp_path / "philly.csv"
+    path.write_bytes(b"timestamp,duration,num_gpus\n2017-10-03 09:00:00,1\xff0,1\n")
+    bad(capsys, f"{path}: not UTF-8 text: byte 0xff at line 2 column 22", "", *philly, str(path))  # was: no place
+
+
 def test_the_default_simulation_cap_is_cut_at_the_horizon_limit(capsys, monkeypatch):
     monkeypatch.setenv("PLACEMENT_MAX_HORIZON", "30")  # the derived cap would be thousands of slots
     code, _ = cli(capsys, *simulate(TRACE))
