@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 from queue import Empty
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,22 +148,30 @@ def measure(size: str, executor: str, args: argparse.Namespace) -> dict:
             break
         except Empty:
             if not proc.is_alive():
-                raise SystemExit(f"scaling.py: the child measuring {size} ({executor}) died with exit code "
-                                 f"{proc.exitcode}")
+                try:  # it may have sent its row just before ending
+                    row = queue.get(timeout=1)
+                    break
+                except Empty:
+                    raise ChildDied(f"the child measuring {size} ({executor}) died with exit code "
+                                    f"{proc.exitcode}") from None
     proc.join()
     return row
 
 
-def growth(rows: list[dict], key) -> float | None:
-    """The exponent k of a least-squares fit key(row) ~ c * GPUs^k on log-log axes (None
-    with fewer than two sizes)."""
+class ChildDied(RuntimeError):
+    """A size's measuring process ended without a result; the sizes before it are kept."""
+
+
+def growth(rows: list[dict], key: Callable[[dict], float]) -> float | None:
+    """The exponent k of a least-squares fit key(row) ~ c * GPUs^k on log-log axes; None
+    unless there are two distinct GPU counts and every value is positive."""
     import numpy as np
 
-    if len(rows) < 2:
+    gpus = [r["gpus"] for r in rows]
+    values = [key(r) for r in rows]
+    if len(set(gpus)) < 2 or min(values, default=0) <= 0:
         return None
-    x = np.log([r["gpus"] for r in rows])
-    y = np.log([key(r) for r in rows])
-    return float(np.polyfit(x, y, 1)[0])
+    return float(np.polyfit(np.log(gpus), np.log(values), 1)[0])
 
 
 #: what is plotted and fitted against GPUs: (label, value of a row)
@@ -299,22 +308,33 @@ def main() -> int:
     args = ap.parse_args()
     args.load_start = os.getloadavg()[0]
     start = time.perf_counter()
-    rows = []
+    rows, failed = [], None
     for size in args.sizes:
         for executor in args.executor:
-            rows.append(measure(size, executor, args))
+            try:
+                rows.append(measure(size, executor, args))
+            except ChildDied as exc:
+                failed = str(exc)
+                break
             r = rows[-1]
             print(f"{size} ({r['where']}): first decision {r['decision_seconds'][0]:.2f} s, median "
                   f"{statistics.median(r['decision_seconds']):.2f} s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+        if failed:
+            break
+    if not rows:
+        print(f"scaling.py: {failed}", file=sys.stderr)
+        return 1
+    Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")  # before anything can fail
     args.plot = Path(args.out).with_name("scaling.png")
     plot([r for r in rows if r["executor"] == args.executor[0]], args.plot)
     text = report(rows, args, time.perf_counter() - start)
+    if failed:
+        text += f"\n**Stopped early:** {failed}; the sizes above were measured.\n"
     Path(args.out).write_text(text)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
     print(text)
     import report as full_report  # benchmarks/report.py: REPORT.md and results.json from every output
     full_report.main()
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

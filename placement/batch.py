@@ -179,6 +179,7 @@ def _largest_first(files: list[str]) -> list[str]:
 
 
 def _size(path: str) -> int:
+    """The file's size in bytes; 0 when it cannot be read (it sorts last)."""
     try:
         return os.path.getsize(path)
     except OSError:  # reported as the row's error when the file is loaded

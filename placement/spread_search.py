@@ -29,7 +29,7 @@ class SpreadSearch:
     ``demand``, ``worker_room``, ``fits`` and ``_within``.
 
     Speed: the room of every machine per worker demand (``_room``), the free capacity
-    summed per node and the ``_could_hold`` test of every candidate subtree at once come
+    summed per node and the could-hold test of every candidate subtree at once come
     from tables Residual keeps current, computed exactly as the per-node formulas (sums of
     whole numbers, or the same NumPy expression on the same rows), so the search visits
     the same subtrees in the same order; the fill runs on Python floats, the same IEEE
@@ -194,23 +194,13 @@ class SpreadSearch:
                  for h in sorted(set(w_at) | set(s_at)) if w_at.get(h, 0) or s_at.get(h, 0)}
         return tasks if self.fits(job, tasks) else None
 
-    def _could_hold(self, job: Job, v: int, workers: int) -> bool:
-        """Cheap necessary condition: room by capacity and by each machine's link path."""
-        hs = self._below[v]
-        alpha, beta = self.demand(job)
-        total = workers * alpha + job.min_ps(workers) * beta
-        if not (total <= np.maximum(self.free[hs], 0).sum(axis=0) + TOL_FIT).all():
-            return False
-        room = self.worker_room(job, hs)
-        by_link = np.floor((np.maximum(self._link_room(hs, v), 0) + TOL_FIT) / job.worker_gbps)
-        return bool(np.minimum(room, by_link).sum() >= workers)
-
     def _candidates(self, job: Job, top: int | None, workers: int) -> Iterator[int]:
         """The spread nodes under ``top`` (all if None), in search order, for which
-        ``_could_hold`` holds: first the workers each node's machines hold by capacity and
+        a cheap necessary condition holds (room by capacity and by each machine's link path):
+        first the workers each node's machines hold by capacity and
         links, for all nodes at once (whole numbers, so their sum is exact in any order),
-        then, lazily node by node, the free capacity summed exactly as ``_could_hold`` sums
-        it (kept per node until a machine below changes)."""
+        then, lazily node by node, the free capacity summed over the node's machines (kept
+        per node until a machine below changes)."""
         nodes, groups = self._under(top)
         alpha, beta = self.demand(job)
         key = ("hold", alpha.tobytes(), job.worker_gbps, top)

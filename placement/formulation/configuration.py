@@ -32,7 +32,6 @@ for per-slot decisions; it is then a planning model, as are restricted domains.
 """
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
@@ -118,16 +117,15 @@ class ConfigurationDecoder:
         return split
 
 
-@functools.lru_cache(maxsize=256)
-def _counts_rows(min_workers: int, max_workers: int, counts: str) -> np.ndarray:
-    """Row ``most`` (0..max_workers): :func:`worker_counts` of a domain holding ``most``
-    workers, padded with -1 (read-only; it depends on the job's bounds alone)."""
-    lists = [_worker_counts(min_workers, max_workers, most, counts) for most in range(max_workers + 1)]
-    table = np.full((len(lists), max(1, max(map(len, lists)))), -1, dtype=np.int64)
+def _counts_rows(min_workers: int, max_workers: int, most: np.ndarray, counts: str) -> np.ndarray:
+    """Per entry of ``most``: :func:`worker_counts` of a domain holding that many workers,
+    padded with -1; computed once per distinct value (few: one per machine kind)."""
+    values, inverse = np.unique(np.minimum(most, max_workers), return_inverse=True)
+    lists = [_worker_counts(min_workers, max_workers, int(v), counts) for v in values]
+    table = np.full((len(lists), max(1, max(map(len, lists), default=0))), -1, dtype=np.int64)
     for i, ws in enumerate(lists):
         table[i, : len(ws)] = ws
-    table.flags.writeable = False
-    return table
+    return table[inverse.reshape(-1)]
 
 
 _MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
@@ -157,7 +155,7 @@ def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Doma
     dt, which = instance.slot_seconds, instance.machine_kinds[1]
     local = allowed[doms.is_local[allowed]]  # a local domain d is machine d
     most = kinds.local[which[local]]
-    table = _counts_rows(job.min_workers, job.max_workers, counts)[np.minimum(most, job.max_workers)]
+    table = _counts_rows(job.min_workers, job.max_workers, most, counts)
     has = table[:, 0] >= 0
     local, most, table = local[has], most[has], table[has]
     keep = table >= 0
