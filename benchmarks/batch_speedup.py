@@ -79,6 +79,7 @@ def main() -> None:
                 f"| {base / wall:.2f}x | {statistics.median(cores[run]):.2f} |")
         say(f"\nLoad average (1 min) before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}.")
     if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text("# Batch speed-up\n\n" + "\n".join(lines) + "\n")
 
 
