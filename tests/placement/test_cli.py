@@ -131,3 +131,10 @@ def test_simulate_job_list_needs_a_cluster(tmp_path, capsys):
     assert main(["simulate", "--trace", str(path)]) == 2
     assert "needs a cluster" in capsys.readouterr().err
     assert main(["simulate", "--trace", str(path), "--cluster", "racks:2x2", "--policy", "greedy"]) == 0
+
+
+def test_python_dash_m_placement_is_the_command():
+    """``python -m placement`` runs the same CLI as the ``placement`` script."""
+    out = subprocess.run([sys.executable, "-m", "placement", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "usage: placement" in out.stdout
