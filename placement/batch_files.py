@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.outputs import write_text
+from placement.schedule import Schedule
 from placement.solve import SOLVERS
 from solvers.result import Status
 
@@ -113,11 +114,21 @@ def read_kept(out_csv: Path, retry_failed: bool, repair: bool = False) -> Kept:
     for row in rows.values():
         if retry_failed and row["error"]:
             continue
-        if row["schedule"] and not (out_csv.parent / row["schedule"]).is_file():
+        if row["schedule"] and not _readable_schedule(out_csv.parent / row["schedule"]):
             kept.missing.append(row["instance"])
             continue
         kept.rows.append(row)
     return kept
+
+
+def _readable_schedule(path: Path) -> bool:
+    """The row's schedule file is there and reads as a schedule; otherwise (gone, truncated,
+    overwritten with garbage) its instance is solved again rather than trusted."""
+    try:
+        Schedule.load(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class _Lines:

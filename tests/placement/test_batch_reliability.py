@@ -15,6 +15,7 @@ from placement.batch import BatchError, ResultsFileError, run_batch
 from placement.batch_files import ResultsLock
 from placement.cli import main
 from placement.generate import generate
+from placement.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,6 +124,16 @@ def test_a_missing_schedule_file_is_solved_again(done):
     again = go(folder, out)
     assert again.missing_schedules == 1 and [Path(r["instance"]).name for r in again.rows] == ["g1.json"]
     assert schedule.is_file()
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x00\xff not json", b'{"allocations": "cut'])
+def test_an_unreadable_schedule_file_is_solved_again(done, garbage):
+    folder, out = done
+    schedule = out.parent / rows(out)[0]["schedule"]
+    schedule.write_bytes(garbage)
+    again = go(folder, out)
+    assert again.missing_schedules == 1 and [Path(r["instance"]).name for r in again.rows] == ["g0.json"]
+    Schedule.load(schedule)  # written anew
 
 
 def test_one_batch_at_a_time_and_a_dead_ones_lock_is_taken_over(done):
