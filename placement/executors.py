@@ -44,15 +44,38 @@ def executor(kind: str, address: str | None, workers: int) -> Iterator[tuple[Exe
         yield _InProcess(), 1
     else:
         # spawn, not fork: a forked child would inherit the parent's HiGHS thread pool state
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_start, initargs=(os.getpid(),))
-        try:
-            yield pool, 2 * workers
-        except BaseException:
-            _terminate(pool)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        with _math_threads(max(1, (os.cpu_count() or 1) // workers)):
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_worker_start, initargs=(os.getpid(),))
+            try:
+                yield pool, 2 * workers
+            except BaseException:
+                _terminate(pool)
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: the variables BLAS and OpenMP read once, when they load, for their thread counts
+MATH_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextmanager
+def _math_threads(count: int) -> Iterator[None]:
+    """Workers started meanwhile get ``count`` BLAS/OpenMP threads each (unless the user set
+    the variables): N workers each spinning up a thread per core oversubscribe the cores, and
+    on 2 cores that alone cost 0.1 core of the speed-up (docs/batch.md). Spawned workers copy
+    the environment when they start, so it is set for the pool's lifetime and then restored."""
+    saved = {name: os.environ.get(name) for name in MATH_THREAD_VARIABLES}
+    for name, value in saved.items():
+        if value is None:
+            os.environ[name] = str(count)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
 
 
 def _worker_start(parent: int) -> None:

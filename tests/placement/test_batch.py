@@ -196,3 +196,24 @@ def test_pools_get_the_largest_files_first(tmp_path):
         (tmp_path / f"{name}.json").write_text("x" * size)
     files = [str(tmp_path / f"{n}.json") for n in "abc"] + [str(tmp_path / "gone.json")]
     assert [Path(f).stem for f in batch._largest_first(files)] == ["b", "c", "a", "gone"]
+
+
+def _math_threads_seen() -> dict:
+    import os
+
+    return {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+def test_pool_workers_get_their_share_of_math_threads(monkeypatch):
+    """Two workers on this machine get cpu_count // 2 BLAS threads each (at least 1); a
+    user's own setting is kept, and the client's environment is restored afterwards."""
+    import os
+
+    from placement.executors import executor
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    with executor("local", None, 2) as (pool, _):
+        seen = pool.submit(_math_threads_seen).result()
+    assert seen == {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // 2)), "OPENBLAS_NUM_THREADS": "3"}
+    assert "OMP_NUM_THREADS" not in os.environ and os.environ["OPENBLAS_NUM_THREADS"] == "3"
