@@ -210,44 +210,47 @@ class Instance:
                      InstanceError)
 
     def _fit_all(self) -> np.ndarray:
-        """Per job, whether :meth:`_check_fits` passes it: its arithmetic over all jobs at
-        once (in blocks of jobs, so that jobs x machine types x resources stays small)."""
-        kinds, which = self.machine_kinds
-        counts = np.bincount(which, minlength=len(kinds))
-        res, many = self.resources, 10**9
+        """Per job, whether :meth:`_check_fits` passes it, over all jobs at once (in blocks
+        of jobs, so that jobs x machine types x resources stays small)."""
         ok = np.zeros(len(self.jobs), dtype=bool)
-        step = max(1, 2**20 // max(1, len(kinds) * len(res)))
+        step = max(1, 2**20 // max(1, len(self.machine_kinds[0]) * len(self.resources)))
         for a in range(0, len(self.jobs), step):
             block = self.jobs[a:a + step]
-            alpha = np.array([[job.worker.get(r, 0) for r in res] for job in block], dtype=float)[:, None, :]
-            beta = np.array([[job.ps.get(r, 0) for r in res] for job in block], dtype=float)[:, None, :]
-            fit = (alpha <= kinds + 1e-9).all(axis=2).any(axis=1) & (beta <= kinds + 1e-9).all(axis=2).any(axis=1)
-            with np.errstate(divide="ignore", over="ignore"):
-                per = np.where(alpha > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(alpha > 0, alpha, 1), many)),
-                               many)
-            room = np.minimum(per.min(axis=2) @ counts, many)  # whole numbers: exact in any order
-            ok[a:a + step] = fit & (room >= [job.min_workers for job in block])
+            worker_fits, ps_fits, room = self._fits(self._demands(block, "worker"), self._demands(block, "ps"))
+            ok[a:a + step] = worker_fits & ps_fits & (room >= [job.min_workers for job in block])
         return ok
+
+    def _demands(self, jobs: tuple[Job, ...], role: str) -> np.ndarray:
+        return np.array([[getattr(job, role).get(r, 0) for r in self.resources] for job in jobs],
+                        dtype=float).reshape(len(jobs), len(self.resources))
+
+    def _fits(self, alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of worker demands ``alpha`` and PS demands ``beta``: does one worker fit
+        some machine, does one PS, and how many workers the whole cluster holds (capped at
+        10**9, which also guards capacity / tiny demand against overflow). Vectorised over
+        the distinct machine types, so many jobs on a big cluster stay cheap."""
+        kinds, which = self.machine_kinds
+        counts = np.bincount(which, minlength=len(kinds))
+        a, b, many = alpha[:, None, :], beta[:, None, :], 10**9
+        worker_fits = (a <= kinds + 1e-9).all(axis=2).any(axis=1)
+        ps_fits = (b <= kinds + 1e-9).all(axis=2).any(axis=1)
+        with np.errstate(divide="ignore", over="ignore"):  # capped at `many` right after
+            per = np.where(a > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(a > 0, a, 1), many)), many)
+        room = np.minimum(per.min(axis=2) @ counts, many)  # whole numbers: exact in any order
+        return worker_fits, ps_fits, room
 
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
-        the whole cluster can hold, can never run: reject it up front. Vectorised over
-        the distinct machine types, so checking many jobs on a big cluster stays cheap."""
-        kinds, which = self.machine_kinds
-        counts = np.bincount(which, minlength=len(kinds))
-        for role, demand in (("worker", job.worker), ("ps", job.ps)):
-            need = np.array([demand.get(r, 0) for r in self.resources], dtype=float)
-            if not (need <= kinds + 1e-9).all(axis=1).any():
+        the whole cluster can hold, can never run: reject it up front."""
+        fits = self._fits(self._demands((job,), "worker"), self._demands((job,), "ps"))
+        for role, demand, fit in (("worker", job.worker, fits[0][0]), ("ps", job.ps, fits[1][0])):
+            if not fit:
                 worst = max(demand, key=lambda r: demand[r]) if demand else "?"
                 fail(join(where, role), f"one {role} (demand {demand}) exceeds the capacity of "
                      f"every machine (largest {worst!r}: "
                      f"{max(m.capacity.get(worst, 0) for m in self.topology.machines)})",
                      InstanceError)
-        alpha = np.array([job.worker.get(r, 0) for r in self.resources], dtype=float)
-        many = 10**9  # "unbounded": also guards against capacity / tiny demand overflowing
-        with np.errstate(divide="ignore", over="ignore"):  # capped at `many` right after
-            per = np.where(alpha > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(alpha > 0, alpha, 1), many)), many)
-        room = int(min(np.dot(per.min(axis=1), counts), many))
+        room = int(fits[2][0])
         if room < job.min_workers:
             fail(join(where, "min_workers"), f"the whole cluster holds at most {room} workers "
                  f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
