@@ -70,7 +70,7 @@ class Residual(SpreadSearch):
         self.instance = instance
         res = instance.resources
         self.machine_ids = tuple(m.id for m in topo.machines)
-        self.cap = np.array([[m.capacity.get(r, 0) for r in res] for m in topo.machines], dtype=float)
+        self.cap = instance.capacity_matrix  # read-only, shared per topology; free is a copy
         self.free = self.cap.copy()
         self.link_cap = np.array([l.gbps for l in topo.links], dtype=float)
         self.link_free = self.link_cap.copy()
