@@ -62,14 +62,17 @@ def row_system(problem: Problem) -> RowSystem:
     with np.errstate(invalid="ignore"):
         tol_lo = _TOL * np.maximum(1.0, np.where(np.isfinite(lo), np.abs(lo), 1.0))
         tol_hi = _TOL * np.maximum(1.0, np.where(np.isfinite(hi), np.abs(hi), 1.0))
-    opts = [(g, o.indicator, o.members) for g, grp in enumerate(problem.groups) for o in grp.options]
-    var = np.concatenate([np.concatenate(([ind], mem)) for _, ind, mem in opts]) if opts else np.zeros(0, dtype=int)
-    col = np.repeat(np.arange(len(opts)), [1 + mem.size for _, _, mem in opts]) if opts else np.zeros(0, dtype=int)
-    opt_vars = sp.csc_array((np.ones(var.size), (var, col)), shape=(problem.n, len(opts)))
+    flat = problem.flat_groups  # options by group, members by option: no Python object per option
+    n_opt = flat.indicator.size
+    # each option's indicator, then its members, option by option
+    owner = np.concatenate([np.arange(n_opt), flat.member_option])
+    rank = np.concatenate([np.zeros(n_opt, dtype=np.int64), np.ones(flat.members.size, dtype=np.int64)])
+    order = np.lexsort((np.arange(owner.size), rank, owner))
+    var = np.concatenate([flat.indicator, flat.members])[order]
+    opt_vars = sp.csc_array((np.ones(var.size), (var, owner[order])), shape=(problem.n, n_opt))
     return RowSystem(M, Mc, lo, hi, tol_lo, tol_hi, norm, price, problem.upper, problem.integer,
                      np.asarray(cost, dtype=np.float64), tuple(problem.row_names()),
-                     np.array([o[1] for o in opts], dtype=np.int64), np.array([o[0] for o in opts], dtype=np.int64),
-                     opt_vars)
+                     flat.indicator.copy(), flat.group.copy(), opt_vars)
 
 
 def column_entries(Mc: sp.csc_array | sp.csr_array, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
