@@ -1,7 +1,8 @@
 """Per-slot decisions on large clusters: wall time, peak memory, and the gap to the LP.
 
 Usage: python benchmarks/scaling.py [--sizes 100x32 500x128 1000x512 2000x1000 4000x2000]
-       [--window 8] [--slots 8] [--executor local dask] [--dask-workers 2] [--out benchmarks/SCALING.md]
+       [--window 8] [--slots 8] [--executor local processes dask] [--dask-workers 2]
+       [--out benchmarks/SCALING.md]
 
 For each size (jobs x machines of 8 GPUs, racks of 16 machines) every job is active at
 slot 0 with its whole work (a generated instance, arrivals set to 0). In a fresh process
@@ -18,10 +19,11 @@ with placement.evaluate. Gaps:
   that runs no slower, uses no more capacity and leaves no more work unfinished, so its
   LP value is a proven (weaker) lower bound too.
 
-``--executor local dask`` measures each size twice, side by side: the partitions solved on
-the policy's thread pool, then on a Dask ``LocalCluster`` of ``--dask-workers`` processes
-of one thread each (started before the clock, closed after); the decisions must be the
-same, and the report says whether the two schedules are.
+``--executor local processes dask`` measures each size on each, side by side: the
+partitions solved on the policy's thread pool, on a ``PartitionPool`` of
+``--dask-workers`` worker processes, and on a Dask ``LocalCluster`` of as many processes
+of one thread each (pool and cluster started before the clock, closed after); the
+decisions must be the same, and the report says whether the schedules are.
 """
 from __future__ import annotations
 
@@ -65,7 +67,11 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     from placement.progress import ProgressTracker
     from placement.schedule import Allocation, Schedule
 
-    client = cluster = None
+    client = cluster = pool = None
+    if executor == "processes":
+        from placement.online.partition_pool import PartitionPool
+
+        pool = PartitionPool(dask_workers)   # started and warmed before the clock, as the Dask cluster
     if executor == "dask":
         from distributed import Client, LocalCluster
 
@@ -74,7 +80,7 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
         client = Client(cluster)
     build = time.perf_counter()
     inst = window_instance(jobs, machines, max(slots, window), seed)
-    policy = LPRoundingPolicy(window=window, executor=client)
+    policy = LPRoundingPolicy(window=window, executor=client if pool is None else pool)
     sched = OnlineScheduler(inst.topology, resources=inst.resources, policy=policy, lookahead=window,
                             slot_seconds=inst.slot_seconds)
     for job in inst.jobs:
@@ -100,6 +106,8 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     if client is not None:
         client.close()
         cluster.close()
+    if pool is not None:
+        pool.close()
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
     from placement.formulation.aggregated import formulate_aggregated
@@ -115,7 +123,8 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     single = result.objective if result.status.value == "optimal" else None
     allocations = sorted((t, sorted(map(dataclasses.astuple, a))) for t, a in by_slot.items())
     digest = hashlib.sha256(repr(allocations).encode()).hexdigest()[:12]
-    where = f"dask: LocalCluster of {dask_workers} x 1 thread" if executor == "dask" else f"{policy.threads} threads"
+    where = {"dask": f"dask: LocalCluster of {dask_workers} x 1 thread",
+             "processes": f"{dask_workers} processes (PartitionPool)"}.get(executor, f"{policy.threads} threads")
     queue.put({"jobs": jobs, "machines": machines, "executor": executor, "where": where, "schedule_digest": digest,
                "gpus": int(inst.capacity_matrix[:, 0].sum()),
                "workers_max": sum(j.max_workers for j in inst.jobs), "build_seconds": build,
@@ -281,8 +290,8 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
 def side_by_side(rows: list[dict], executors: list[str]) -> list[str]:
     """Per size, each executor's median decision, and whether their schedules are the same
     (they must be: the partitions' LPs are the same, only where they run differs)."""
-    out = ["Side by side (median decision; peak memory above is the deciding process's, without the Dask "
-           "workers'):", "",
+    out = ["Side by side (median decision; peak memory above is the deciding process's, without the "
+           "worker processes'):", "",
            "| jobs x machines | " + " | ".join(executors) + " | same schedule |",
            "|---|" + "---:|" * len(executors) + "---|"]
     for size in dict.fromkeys((r["jobs"], r["machines"]) for r in rows):
@@ -301,9 +310,11 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bound-limit", type=int, default=400_000)
-    ap.add_argument("--executor", nargs="+", default=["local"], choices=["local", "dask"],
-                    help="where the partitions are solved; both: measured side by side, per size")
-    ap.add_argument("--dask-workers", type=int, default=2, help="dask: LocalCluster processes (default 2)")
+    ap.add_argument("--executor", nargs="+", default=["local"], choices=["local", "processes", "dask"],
+                    help="where the partitions are solved (local: threads; processes: a PartitionPool; "
+                         "dask: a LocalCluster); several: measured side by side, per size")
+    ap.add_argument("--dask-workers", type=int, default=2,
+                    help="processes of the PartitionPool or of the Dask LocalCluster (default 2)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "SCALING.md"))
     args = ap.parse_args()
     args.load_start = os.getloadavg()[0]

@@ -44,9 +44,9 @@ def executor(kind: str, address: str | None, workers: int) -> Iterator[tuple[Exe
         yield _InProcess(), 1
     else:
         # spawn, not fork: a forked child would inherit the parent's HiGHS thread pool state
-        with _math_threads(max(1, (os.cpu_count() or 1) // workers)):
+        with math_threads(max(1, (os.cpu_count() or 1) // workers)):
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_worker_start, initargs=(os.getpid(),))
+                                       initializer=worker_start, initargs=(os.getpid(),))
             try:
                 yield pool, 2 * workers
             except BaseException:
@@ -61,7 +61,7 @@ MATH_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THR
 
 
 @contextmanager
-def _math_threads(count: int) -> Iterator[None]:
+def math_threads(count: int) -> Iterator[None]:
     """Workers started meanwhile get ``count`` BLAS/OpenMP threads each (unless the user set
     the variables): N workers each spinning up a thread per core oversubscribe the cores, and
     on 2 cores that alone cost 0.1 core of the speed-up (docs/batch.md). Spawned workers copy
@@ -78,7 +78,7 @@ def _math_threads(count: int) -> Iterator[None]:
                 os.environ.pop(name, None)
 
 
-def _worker_start(parent: int) -> None:
+def worker_start(parent: int) -> None:
     """In each pool worker: leave Ctrl-C to the client, and end when the client is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent,), name="watch-parent", daemon=True).start()

@@ -36,10 +36,10 @@ from __future__ import annotations
 import numpy as np
 
 from placement import deadline
-from placement.formulation.aggregated import AggregateDecoder
 from placement.formulation.domains import Domains, FitTable, local_gbps, subtrees
-from placement.formulation.progress_block import ProgressBlock
+from placement.formulation.progress_block import ProgressBlock, geometric_buckets
 from placement.formulation.rows import Rows, packing_rows
+from placement.formulation.slot_room import SlotRoom
 from placement.instance import MB_TO_GB, Instance, Job
 from placement.intent import Intent, JobIntent
 from solvers.problem import FlatGroups, Problem
@@ -48,6 +48,8 @@ __all__ = ["COUNTS", "ConfigurationDecoder", "formulate_configuration"]
 
 #: which worker counts become configurations
 COUNTS = ("all", "powers")
+#: how the window's slots are grouped (``formulate_configuration``)
+BUCKETS = ("slots", "geometric")
 
 
 def worker_counts(job: Job, most: int, counts: str) -> list[int]:
@@ -82,15 +84,18 @@ def config_rate(instance: Instance, job: Job, workers: int, local: bool, h: int)
 
 
 class ConfigurationDecoder:
-    """A rounded vector back to an Intent: the chosen configuration of each job-slot, local
-    exactly, spread split over the domain's machines with most room first (the slot rules
-    repair the rest)."""
+    """A rounded vector back to an Intent: the chosen configuration of each job-slot (of
+    each slot of a job-bucket), local exactly, spread packed into what the slot's other
+    choices left of the domain's machines (:class:`placement.formulation.slot_room.SlotRoom`;
+    the slot rules repair the rest)."""
 
     def __init__(self, instance: Instance, domains: Domains, o_job: np.ndarray, o_slot: np.ndarray,
-                 o_dom: np.ndarray, o_workers: np.ndarray, o_split: np.ndarray, splits: list, n_opt: int):
-        """``split(o_split[o])``: option o's machine split, (machine, room) most room first."""
+                 o_until: np.ndarray, o_dom: np.ndarray, o_workers: np.ndarray, o_split: np.ndarray, splits: list,
+                 n_opt: int):
+        """Option o holds in slots ``o_slot[o]..o_until[o]-1``; ``splits[o_split[o]]``: the
+        machines of a spread option's domain that hold a task."""
         self.instance, self.domains = instance, domains
-        self.o_job, self.o_slot, self.o_dom, self.o_workers = o_job, o_slot, o_dom, o_workers
+        self.o_job, self.o_slot, self.o_until, self.o_dom, self.o_workers = o_job, o_slot, o_until, o_dom, o_workers
         self.o_split, self.splits, self.n_opt = o_split, splits, n_opt
 
     def decode(self, x: np.ndarray) -> Intent:
@@ -98,23 +103,19 @@ class ConfigurationDecoder:
         intent = Intent(inst.horizon)
         machines = [m.id for m in inst.topology.machines]
         chosen = np.flatnonzero(np.asarray(x, dtype=float)[: self.n_opt] > 0.5)
-        for o in chosen.tolist():
+        is_local = self.domains.is_local[self.o_dom[chosen]]
+        room = SlotRoom(inst)
+        for o in chosen[room.order(is_local, self.o_workers[chosen])].tolist():
             job = inst.jobs[int(self.o_job[o])]
-            w = int(self.o_workers[o])
-            tasks = AggregateDecoder._spread(self.split(int(self.o_split[o])), w, job.min_ps(w), machines)
-            intent.slots[int(self.o_slot[o])][job.id] = JobIntent(
-                self.domains.nodes[self.domains.node[int(self.o_dom[o])]], tasks)
+            d, w, until = int(self.o_dom[o]), int(self.o_workers[o]), int(self.o_until[o])
+            if self.domains.is_local[d]:  # a local domain d is machine d
+                tasks = room.local(job, until, d, w, job.min_ps(w), machines)
+            else:  # one packing per bucket: its slots share their choices
+                tasks = room.spread(job, until, self.splits[int(self.o_split[o])], w, job.min_ps(w), machines)
+            chosen_config = JobIntent(self.domains.nodes[self.domains.node[d]], tasks)
+            for t in range(int(self.o_slot[o]), until):
+                intent.slots[t][job.id] = chosen_config
         return intent
-
-    def split(self, k: int) -> list[tuple[int, int]]:
-        """Machine split ``k``: (machine, room), most room first (a spread domain's machines
-        and rooms are sorted on first use: few of them are ever chosen)."""
-        split = self.splits[k]
-        if isinstance(split, tuple):
-            useful, room = split
-            order = np.argsort(-room, kind="stable")
-            split = self.splits[k] = list(zip(useful[order].tolist(), room[order].tolist()))
-        return split
 
 
 def _counts_rows(min_workers: int, max_workers: int, most: np.ndarray, counts: str) -> np.ndarray:
@@ -150,8 +151,7 @@ def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Doma
     """The configurations of ``job`` (``kinds``: its :func:`fit_kinds`) over domains
     ``allowed`` (ascending), in domain then W order: their domains, worker counts, batches
     per slot (dt x :func:`config_rate`) and machine splits (indices into ``splits``, to which
-    one per domain is appended: a local domain's list, a spread domain's (machines, rooms)
-    for :meth:`ConfigurationDecoder.split`)."""
+    each spread domain's machines that hold a task are appended; -1 for a local domain)."""
     dt, which = instance.slot_seconds, instance.machine_kinds[1]
     local = allowed[doms.is_local[allowed]]  # a local domain d is machine d
     most = kinds.local[which[local]]
@@ -161,8 +161,7 @@ def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Doma
     keep = table >= 0
     d_parts = [np.repeat(local, keep.sum(axis=1))]  # row by row, as table[keep]
     w_parts = [table[keep]]
-    s_parts = [len(splits) + np.repeat(np.arange(len(local)), keep.sum(axis=1))]
-    splits.extend([(h, m)] for h, m in zip(local.tolist(), most.tolist()))
+    s_parts = [np.full(int(keep.sum()), -1, dtype=np.int64)]
     for d in allowed[~doms.is_local[allowed]].tolist():
         members = doms.member_arrays[d]
         kind = which[members]
@@ -174,7 +173,7 @@ def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Doma
         d_parts.append(np.full(len(ws), d, dtype=np.int64))
         w_parts.append(np.array(ws, dtype=np.int64))
         s_parts.append(np.full(len(ws), len(splits), dtype=np.int64))
-        splits.append((useful, room))
+        splits.append(useful)
     o_dom, o_w, o_split = (np.concatenate(parts) for parts in (d_parts, w_parts, s_parts))
     spread = ~doms.is_local[o_dom]
     if job.speed is not None:
@@ -191,13 +190,20 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                             domains: dict[str, set[str]] | None = None,
                             later_domains: dict[str, set[str]] | None = None,
                             overflow_extra: dict[str, float] | None = None,
-                            counts: str = "all") -> tuple[Problem, ConfigurationDecoder]:
+                            counts: str = "all", buckets: str = "slots") -> tuple[Problem, ConfigurationDecoder]:
     """The configuration model over slots ``start..end-1``; arguments as
     :func:`placement.formulation.aggregated.formulate_aggregated`, plus ``counts``: every
-    worker count ("all", the lower bound) or a few ("powers", module docstring)."""
+    worker count ("all", the lower bound) or a few ("powers", module docstring), and
+    ``buckets``: a configuration per slot ("slots") or per geometric time bucket
+    ("geometric": slots start, start+1, then 2, 4, ... slots at a time; a planning model,
+    :mod:`placement.formulation.progress_block`)."""
     if counts not in COUNTS:
         raise ValueError(f"counts must be one of {', '.join(COUNTS)}, got {counts!r}")
-    progress = ProgressBlock(instance, start=start, end=end, remaining=remaining)
+    if buckets not in BUCKETS:
+        raise ValueError(f"buckets must be one of {', '.join(BUCKETS)}, got {buckets!r}")
+    last = instance.horizon if end is None else end
+    lengths = geometric_buckets(last - start) if buckets == "geometric" and last > start else None
+    progress = ProgressBlock(instance, start=start, end=end, remaining=remaining, buckets=lengths)
     end, jobs = progress.end, progress.jobs
     res = instance.resources
     doms = Domains.of(instance)
@@ -218,11 +224,10 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
             in_later = np.zeros(len(doms.node), dtype=bool)
             in_later[doms.allowed(later)] = True
         after = every if later is None else np.flatnonzero(in_later[c_dom])
-        picks = []
-        for t in range(max(job.arrival, start), end):
-            deadline.check("building the model")
-            picks.append(every if t == start else after)
-        slots = np.arange(max(job.arrival, start), end)
+        k = progress.position[j]
+        slots = progress.p_slot[progress.row_start[k]: progress.row_start[k] + progress.p_count[k]]
+        deadline.check("building the model")
+        picks = [every if t == start else after for t in slots.tolist()]
         parts["slot"].append(np.repeat(slots, [len(p) for p in picks]))
         pick = np.concatenate(picks)
         ps = _min_ps(job)[c_w]
@@ -249,24 +254,25 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     alpha = np.array([[jb.worker.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
     beta = np.array([[jb.ps.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
     demand = o_w[:, None] * alpha[of_job] + s_o[:, None] * beta[of_job]
-    R, N, T0 = len(res), len(nodes), start
+    R, N, n_b = len(res), len(nodes), len(progress.bucket_end)
+    o_bucket = progress.bucket_of_slot[o_slot - start]
     cols_all = np.arange(n_opt)
     rows_k, cols, vals = [], [], []
     for level in range(tree.up.shape[1]):
         u = tree.up[o_dom, level]
         for r in range(R):
             on = (u >= 0) & (demand[:, r] > 0)
-            rows_k.append(((o_slot[on] - T0) * N + u[on]) * R + r)
+            rows_k.append((o_bucket[on] * N + u[on]) * R + r)
             cols.append(cols_all[on])
             vals.append(demand[on, r])
-    n_cap = (end - start) * N * R
+    n_cap = n_b * N * R
     spread = np.flatnonzero(~doms.is_local[o_dom])
     wg = np.array([jb.worker_gbps for jb in job_list], dtype=float)[of_job[spread]]
     pg = np.array([jb.ps_gbps for jb in job_list], dtype=float)[of_job[spread]]
-    rows_k.append(n_cap + (o_slot[spread] - T0) * len(doms.node) + o_dom[spread])
+    rows_k.append(n_cap + o_bucket[spread] * len(doms.node) + o_dom[spread])
     cols.append(spread)
     vals.append(o_w[spread] * wg + s_o[spread] * pg)
-    packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(end - start))
+    packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(n_b))
     A, _, b = packing.matrix(n)
 
     C, d = progress.work_rows()
@@ -274,11 +280,12 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     progress.progress_rows(general, cols_all, o_job, o_slot, o_speed)
     G, g_lo, g_hi = general.matrix(n)
 
-    # one choice group per job-slot: the options come job by job, slot by slot
+    # one choice group per job-bucket: the options come job by job, bucket by bucket
     new = np.ones(n_opt, dtype=bool)
     new[1:] = (o_job[1:] != o_job[:-1]) | (o_slot[1:] != o_slot[:-1])
     groups = FlatGroups(cols_all, np.cumsum(new) - 1)
     problem = Problem(c=cost, sense="min", A=A, b=b, C=C, d=d, G=G, g_lo=g_lo, g_hi=g_hi,
                       upper=upper, integer=integer, groups=groups,
                       offset=offset, name=f"placement-configuration:{instance.name}")
-    return problem, ConfigurationDecoder(instance, doms, o_job, o_slot, o_dom, o_w, o_split, splits, n_opt)
+    return problem, ConfigurationDecoder(instance, doms, o_job, o_slot, progress.bucket_end[o_bucket], o_dom, o_w,
+                                         o_split, splits, n_opt)

@@ -11,8 +11,9 @@ Per slot t, one straight path:
    the configuration model (:mod:`placement.formulation.configuration`: per job-slot one
    choice of worker count and domain, each at its own rate, so the LP sizes the jobs;
    ``model="aggregated"`` is the older one-count-per-domain model) over slots
-   t..t+window-1 with each job's remaining work as reported by the cluster, restricted to
-   those domains, the work left after the window also paying the queueing charge
+   t..t+window-1 (in time buckets of 1, 1, 2, 4, ... slots: ``buckets="geometric"``,
+   the default; slot t is a bucket of its own) with each job's remaining work as
+   reported by the cluster, restricted to those domains, the work left after the window also paying the queueing charge
    (:mod:`placement.online.queue_charge`); its LP; the most likely rounding (the
    deterministic member of the rounding family of ``solvers.rounding``; one trial is what
    a per-slot decision affords); decoded to the partition's intent.
@@ -107,16 +108,19 @@ class LPRoundingPolicy:
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
-                 executor: Any = None):
+                 buckets: str = "geometric", executor: Any = None):
         """``executor``: where the partitions' window chains run. None: a pool of ``threads``
-        threads in this process; else a ``concurrent.futures.Executor`` (``submit``) or a
-        ``dask.distributed.Client``, which the caller opens and closes. Decisions are the
-        same wherever the chains run."""
+        threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
+        (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
+        or a ``dask.distributed.Client``, which the caller opens and closes. Decisions are
+        the same wherever the chains run."""
         if window < 1 or local_candidates < 0 or spread_candidates < 0 or jobs_per_partition < 1:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         if model not in WINDOW_MODELS:
             raise ValueError(f"model must be one of {', '.join(WINDOW_MODELS)}, got {model!r}")
         self.model = model
+        #: the configuration model's time buckets (formulate_configuration)
+        self.buckets = buckets
         #: the configuration model's worker counts are the LP's decision (slot_rules, follow_sizes)
         self.follow_sizes = model == "configuration"
         self.window, self.local_k, self.spread_k = window, local_candidates, spread_candidates
@@ -176,6 +180,9 @@ class LPRoundingPolicy:
         """Every partition's :func:`solve_partition`, results in partition order (never
         completion order). A Dask client gets the cluster once per decision (scattered)
         rather than once per partition."""
+        if hasattr(self.executor, "solve_partitions"):  # a PartitionPool
+            return self.executor.solve_partitions(cluster, [(chain, jobs, start, end)
+                                                            for chain, jobs in zip(chains, members)])
         if _is_dask_client(self.executor):
             client = self.executor
             shared = client.scatter(cluster, hash=False)
@@ -226,7 +233,7 @@ class LPRoundingPolicy:
             own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
             extra = dict(zip((job.id for job in members),
                              queue_extra(load, np.array([job.weight for job in members], dtype=float))))
-        options = {"counts": "powers"} if self.model == "configuration" else {}
+        options = {"counts": "powers", "buckets": self.buckets} if self.model == "configuration" else {}
         window = Formulate(self.model, start=view.t, end=end, remaining=remaining,
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)

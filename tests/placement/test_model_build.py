@@ -34,14 +34,14 @@ def reference_options(instance, start, end, domains, later_domains, counts):
             local = bool(doms.is_local[d])
             if local:
                 h = members[0]
-                most, split = int(fits.local[h]), [(h, int(fits.local[h]))]
+                most, split = int(fits.local[h]), None
             else:
                 useful = [h for h in members if fits.workers[h] >= 1 or fits.ps[h] >= 1]
                 if len(useful) < 2:
                     continue
                 h = useful[0]
                 most = int(fits.workers[useful].sum())
-                split = sorted(((k, int(fits.workers[k])) for k in useful), key=lambda item: -item[1])
+                split = useful
             for w in worker_counts(job, most, counts):
                 per_job.append((d, w, instance.slot_seconds * config_rate(instance, job, w, local, h), split))
         later = None if later_domains is None else later_domains.get(job.id)
@@ -82,7 +82,9 @@ def test_configuration_options_are_those_of_the_per_option_loop(seed, tables, co
                                  case["later_domains"], counts)
         got = list(zip(dec.o_job.tolist(), dec.o_slot.tolist(), dec.o_dom.tolist(), dec.o_workers.tolist()))
         assert got == [(j, t, d, w) for j, t, d, w, _, _ in want]
-        assert [dec.split(k) for k in dec.o_split.tolist()] == [split for *_, split in want]
+        # a spread option's machines that hold a task (the decoder packs into them); none for a local one
+        assert [None if k < 0 else dec.splits[k].tolist() for k in dec.o_split.tolist()] == [split for *_, split in want]
+        assert (dec.o_until == dec.o_slot + 1).all()  # per-slot model: each choice holds one slot
         problem, _ = formulate_configuration(inst, counts=counts, **case)
         speeds = -problem.G[:, : dec.n_opt].toarray().sum(axis=0)  # speed / remaining work, one entry each
         left = np.array([inst.jobs[j].work_batches for j, *_ in want])
