@@ -7,11 +7,15 @@ capacity sends every job spread below v to the same few machines (on 16,000 GPUs
 first slot's decoded intents used 155 of 2,000 machines, 7,032 GPUs over capacity), so
 the slot rules had to place almost every job again, slowly and away from the domains the
 LP chose. A decoder instead packs the choices of a slot into what the choices before
-them left: local ones first (the LP pinned them to a machine), then spread ones, most
-workers first (first-fit decreasing); each spread job's workers go to the machines of its
-domain with the most room left, its PSs beside them. What does not fit is still placed
-(on the roomiest machine), so the intent says what the LP chose and the slot rules repair
-it, as before.
+them left: local ones first (the LP pinned them to a machine), then spread ones, fewest
+workers first; a spread job that one machine of its domain still holds whole goes there
+(the tightest such machine: local is faster than spread, and the large holes stay for the
+jobs that must spread), else its workers go to the machines with most room left and its
+PSs beside them. Fewest first because the small jobs are the ones a single machine can
+still hold whole; largest first spread 23 jobs instead of 19 at the first slot of the
+scaling benchmark's 1,000 x 512 instance, and its window objective was 0.2% worse. What
+does not fit is still placed (on the roomiest machine), so the intent says what the LP
+chose and the slot rules repair it, as before.
 """
 from __future__ import annotations
 
@@ -33,9 +37,9 @@ class SlotRoom:
         self._demand: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def order(self, is_local: np.ndarray, workers: np.ndarray) -> np.ndarray:
-        """Positions of chosen options in packing order: local first, then most workers
-        first; ties keep the given order (stable)."""
-        return np.lexsort((-np.asarray(workers), ~np.asarray(is_local, dtype=bool)))
+        """Positions of chosen options in packing order: local first, then fewest workers
+        first (module docstring); ties keep the given order (stable)."""
+        return np.lexsort((np.asarray(workers), ~np.asarray(is_local, dtype=bool)))
 
     def local(self, job: Job, step: int, h: int, workers: int, ps: int, machines: list[str]) -> dict[str, tuple[int, int]]:
         """The LP's local choice as it is: every task on machine ``h``."""
@@ -45,11 +49,17 @@ class SlotRoom:
 
     def spread(self, job: Job, step: int, members: np.ndarray, workers: int, ps: int,
                machines: list[str]) -> dict[str, tuple[int, int]]:
-        """``workers`` workers over ``members`` (machine indices), most room left first,
-        then ``ps`` PSs: round-robin over the worker machines that still hold one, else the
-        member with most room for one, else the first worker machine."""
+        """``workers`` workers and ``ps`` PSs on the tightest member (machine index) that
+        holds them all; else the workers over ``members``, most room left first, and the
+        PSs round-robin over the worker machines that still hold one, else on the member
+        with most room for one, else on the first worker machine."""
         alpha, beta = self._of(job)
         left = self._left(step)
+        whole = _room(left[members] - ps * beta, alpha)
+        if whole.max() >= workers:  # one machine holds them all: local, faster, tightest fit
+            h = int(members[np.flatnonzero(whole >= workers)[np.argmin(whole[whole >= workers])]])
+            left[h] -= workers * alpha + ps * beta
+            return {machines[h]: (workers, ps)}
         room = _room(left[members], alpha)
         order = np.argsort(-room, kind="stable").tolist()
         hosts, counts = [], []
