@@ -287,6 +287,19 @@ class Residual(SpreadSearch):
         room = self._room(job)
         return room.copy() if hs is None else room[hs]
 
+    def worker_room_without(self, job: Job, hs: np.ndarray) -> np.ndarray:
+        """:meth:`worker_room` on machines ``hs`` (ascending) as if ``job`` held nothing:
+        what it holds is added back on paper, so nothing changes and no cached table of
+        other job shapes is invalidated (as a remove and place again would)."""
+        room = self.worker_room(job, hs)
+        entry = self._held.get(job.id)
+        if entry is not None and len(hs):
+            own, use = entry[0], entry[1]
+            pos = np.minimum(np.searchsorted(hs, own), len(hs) - 1)
+            mine = hs[pos] == own
+            room[pos[mine]] = _room_rows(self.demand(job)[0], self.free[own[mine]] + use[mine])
+        return room
+
     def _room(self, job: Job) -> np.ndarray:
         """``worker_room`` of every machine (the caller must not modify it)."""
         alpha, _ = self.demand(job)

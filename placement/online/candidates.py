@@ -39,31 +39,37 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
     root = topo.nodes.index(topo.root_id)
     out: dict[str, set[str]] = {}
     later: dict[str, set[str]] = {}
-    for jobs, machines in parts:
-        inside = np.zeros(len(machine_ids), dtype=bool)
-        inside[machines] = True
-        subtrees = [(i, m) for i, m in members.items() if inside[m].all() and (i != root or len(parts) == 1)]
+    # per partition, the subtrees all of whose machines are in it (the root only when alone)
+    group = np.full(len(machine_ids), -1, dtype=np.int64)
+    for g, (_, machines) in enumerate(parts):
+        group[machines] = g
+    within: list[list[tuple[int, np.ndarray]]] = [[] for _ in parts]
+    for i, m in members.items():
+        if group[m[0]] >= 0 and (group[m] == group[m[0]]).all():
+            within[group[m[0]]].append((i, m))
+    for (jobs, machines), subtrees in zip(parts, within):
+        subtrees = [(i, m) for i, m in subtrees if i != root or len(parts) == 1]
+        # each subtree's machines as positions among the partition's (ascending) machines
+        at = [(i, len(m), np.searchsorted(machines, m)) for i, m in subtrees if i != root]
         for job_id in jobs:
             state = view.jobs[job_id]
             job = state.job
-            held = residual.remove(job_id) if residual.held(job_id) else None
-            room = np.where(inside, residual.worker_room(job), -1)
+            room = residual.worker_room_without(job, machines)  # the partition's machines only
             chosen: set[str] = set()
             keep: list[str] = []
             if state.previous:
                 keep.append(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
             order = np.argsort(-room, kind="stable")[:local_k]
-            local = [machine_ids[h] for h in order if room[h] >= job.min_workers]
-            sized = sorted(((len(m), -int(np.maximum(room[m], 0).sum()), i) for i, m in subtrees
-                            if i != root and np.maximum(room[m], 0).sum() >= job.min_workers))
+            local = [machine_ids[machines[k]] for k in order if room[k] >= job.min_workers]
+            free = np.maximum(room, 0)
+            sums = [(n, int(free[pos].sum()), i) for i, n, pos in at]
+            sized = sorted((n, -total, i) for n, total, i in sums if total >= job.min_workers)
             picked = sized[:spread_k]
             keep += local[:1] if not keep else []
             keep += [topo.nodes[i] for _, _, i in picked[:1]]
             chosen.update(keep, local, (topo.nodes[i] for _, _, i in picked))
             if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
                 chosen.add(topo.root_id)
-            if held:
-                residual.place(job, held)
             out[job_id] = chosen
             later[job_id] = set(keep) or chosen
     return out, later
