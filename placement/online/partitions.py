@@ -10,6 +10,7 @@ the cluster is small.
 """
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -38,10 +39,29 @@ def partitions(view: View, jobs_per_partition: int) -> list[tuple[list[str], np.
         else:
             waiting.append(state)
     waiting.sort(key=lambda s: (s.remaining * s.job.batch_seconds / s.job.max_workers, s.job.id))
-    for rank, state in enumerate(waiting):
-        buckets[min(range(k), key=lambda g: (len(buckets[g]), (g - rank) % k))].append(state.job.id)
+    _deal(waiting, buckets)
     machine_group = group_of_top[top_of_machine]
     return [(buckets[g], np.flatnonzero(machine_group == g)) for g in range(k) if buckets[g]]
+
+
+def _deal(waiting: list, buckets: list[list[str]]) -> None:
+    """Deal the waiting jobs, in order, each to the group with the fewest jobs, ties to the
+    first group at or after its rank (mod k, cyclically): the smallest key (len(group),
+    (g - rank) mod k). The groups of each size are kept sorted, so a job costs log k, not
+    k (16,000 jobs in 128 groups: 2 million key evaluations before)."""
+    k = len(buckets)
+    levels: dict[int, list[int]] = {}
+    for g in range(k):
+        levels.setdefault(len(buckets[g]), []).append(g)
+    low = min(levels)
+    for rank, state in enumerate(waiting):
+        while not levels.get(low):
+            low += 1
+        fewest = levels[low]
+        i = bisect.bisect_left(fewest, rank % k)
+        g = fewest.pop(i if i < len(fewest) else 0)
+        buckets[g].append(state.job.id)
+        bisect.insort(levels.setdefault(low + 1, []), g)
 
 
 def _top_level(view: View) -> np.ndarray:

@@ -160,3 +160,24 @@ def test_the_default_window_is_the_configuration_model_and_follows_its_sizes():
     assert LPAggregatedPolicy().model == "aggregated" and not LPAggregatedPolicy().follow_sizes
     with pytest.raises(ValueError, match="model must be one of"):
         LPRoundingPolicy(model="per-machine")
+
+
+def test_dealing_waiting_jobs_follows_the_fewest_then_rank_rule():
+    """partitions._deal (sorted levels, log k a job) gives each waiting job the group of
+    smallest (size, (g - rank) mod k), as the direct rule does, from uneven starts."""
+    import random
+    from types import SimpleNamespace
+
+    from placement.online.partitions import _deal
+
+    rng = random.Random(7)
+    for _ in range(200):
+        k = rng.randint(1, 9)
+        start = [[f"r{g}-{i}" for i in range(rng.randint(0, 4))] for g in range(k)]
+        waiting = [SimpleNamespace(job=SimpleNamespace(id=f"w{n}")) for n in range(rng.randint(0, 40))]
+        want = [list(b) for b in start]
+        for rank, state in enumerate(waiting):
+            want[min(range(k), key=lambda g: (len(want[g]), (g - rank) % k))].append(state.job.id)
+        got = [list(b) for b in start]
+        _deal(waiting, got)
+        assert got == want
