@@ -239,19 +239,34 @@ class Residual(SpreadSearch):
 
     def place(self, job: Job, tasks: Tasks) -> None:
         """Take the resources and link bandwidth of ``tasks``; raises if they do not fit."""
+        if not self.try_place(job, tasks):
+            raise ValueError(f"job {job.id}: tasks {dict(tasks)} do not fit")
+
+    def try_place(self, job: Job, tasks: Tasks) -> bool:
+        """:meth:`place` if ``tasks`` fit (:meth:`fits`), checked and taken in one pass;
+        False, and nothing changed, if they do not."""
         if job.id in self._held:
             raise ValueError(f"job {job.id} is already placed in this slot")
         items = self._plain(tasks)
-        if not (self._fits_plain(job, items) if items is not None else self.fits(job, tasks)):
-            raise ValueError(f"job {job.id}: tasks {dict(tasks)} do not fit")
         if items is not None:
             alpha, beta = self._demand_lists(job)
-            hs = np.array([h for h, _, _ in items], dtype=np.int64)
-            use = np.array([[w * a + s * b for a, b in zip(alpha, beta)] for _, w, s in items],
-                           dtype=float).reshape(len(items), len(alpha))
+            free = self.free
+            rows = []
+            for h, w, s in items:
+                row = [w * a + s * b for a, b in zip(alpha, beta)]
+                if not all(u <= f + TOL_FIT for u, f in zip(row, free[h].tolist())):
+                    return False
+                rows.append(row)
             loads = self._loads_plain(job, items)
+            link_free = self.link_free
+            if not all(x <= float(link_free[e]) + TOL_FIT for e, x in loads.items()):
+                return False
+            hs = np.array([h for h, _, _ in items], dtype=np.int64)
+            use = np.array(rows, dtype=float).reshape(len(items), len(alpha))
             links, load = np.array(list(loads), dtype=np.int64), np.array(list(loads.values()))
         else:
+            if not self.fits(job, tasks):
+                return False
             hs, ws, ss = self._arrays(tasks)
             alpha_a, beta_a = self.demand(job)
             use = ws[:, None] * alpha_a + ss[:, None] * beta_a
@@ -261,6 +276,7 @@ class Residual(SpreadSearch):
             self.link_free[links] -= load
         self._changed(hs, len(links) > 0)
         self._held[job.id] = (hs, use, links, load, {h: tuple(v) for h, v in tasks.items() if v[0] or v[1]})
+        return True
 
     def remove(self, job_id: str) -> dict[str, tuple[int, int]]:
         """Give back what ``job_id`` holds; returns its tasks (empty if it held none)."""

@@ -291,8 +291,7 @@ class _SlotBuilder:
         reserved: dict[str, TaskDict] = {}
         for job in active:
             prev = self.tracker.last.get(job.id)
-            if job.id not in self.placed and prev and self.residual.fits(job, prev):
-                self.residual.place(job, prev)
+            if job.id not in self.placed and prev and self.residual.try_place(job, prev):
                 reserved[job.id] = dict(prev)
         sized = set(self.placed) if self.follow_sizes else set()
         for k, job in enumerate(active):
@@ -335,9 +334,7 @@ class _SlotBuilder:
                 return
             self._commit(job, tasks)
             for j in lower:  # re-reserve those that still fit, in order
-                if self.residual.fits(j, reserved[j.id]):
-                    self.residual.place(j, reserved[j.id])
-                else:
+                if not self.residual.try_place(j, reserved[j.id]):
                     del reserved[j.id]
             return
         if tasks is not None:

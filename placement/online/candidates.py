@@ -28,8 +28,8 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
     topo = inst.topology
     residual = Residual(inst)
     for state in view.jobs.values():
-        if state.previous and residual.fits(state.job, state.previous):
-            residual.place(state.job, state.previous)
+        if state.previous:
+            residual.try_place(state.job, state.previous)
     machine_ids = [m.id for m in topo.machines]
     anc, depth, _ = topo.ancestor_table
     # subtrees that can hold a spread job: switches, by the machines below them

@@ -294,11 +294,10 @@ class OnlineScheduler(Checkpointing):
             if not clean:
                 continue  # the policy lets the job wait
             job = view.jobs[job_id].job
-            if not residual.fits(job, clean):
+            if not residual.try_place(job, clean):
                 self._drop(view.t, job_id, f"tasks {clean} do not fit what is left of the slot "
                            "(machine capacity or link bandwidth)")
                 continue
-            residual.place(job, clean)
             placed[job_id] = clean
         return placed
 

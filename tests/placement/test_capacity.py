@@ -352,3 +352,22 @@ def test_the_search_sees_bandwidth_given_back_and_taken():
     assert res.spread(j, 4, within="tor0") == {"a0": (2, 1), "a1": (2, 1)}  # 4 Gbps on each
     res.place(k, {"a0": (1, 0), "a1": (0, 1)})
     assert res.spread(j, 4, within="tor0") is None and list(res._candidates(j, tor0, 3)) == []
+
+
+def test_try_place_takes_what_fits_in_one_pass_and_leaves_the_rest_untouched():
+    inst = B.instance(B.star(), B.job("a"), B.job("b"), T=1)
+    res = Residual(inst)
+    a, b = inst.jobs
+    assert res.try_place(a, {"m0": (6, 1)})
+    free, links = res.free.copy(), res.link_free.copy()
+    assert not res.try_place(b, {"m0": (3, 0)})            # 6 + 3 GPUs > 8
+    assert not res.try_place(b, {"m0": (1, 0), "m1": (200, 0)})
+    np.testing.assert_array_equal(res.free, free)
+    np.testing.assert_array_equal(res.link_free, links)
+    assert res.held("b") is None
+    assert res.try_place(b, {"m0": (2, 0), "m1": (2, 1)})
+    twin = Residual(inst)
+    twin.place(a, {"m0": (6, 1)})
+    twin.place(b, {"m0": (2, 0), "m1": (2, 1)})
+    np.testing.assert_array_equal(res.free, twin.free)
+    np.testing.assert_array_equal(res.link_free, twin.link_free)
