@@ -106,8 +106,10 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     if client is not None:
         client.close()
         cluster.close()
+    worker_mb = None
     if pool is not None:
-        pool.close()
+        pool.close()  # its workers have ended and been waited for: their peak is known
+        worker_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
     from placement.formulation.aggregated import formulate_aggregated
@@ -128,7 +130,9 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     queue.put({"jobs": jobs, "machines": machines, "executor": executor, "where": where, "schedule_digest": digest,
                "gpus": int(inst.capacity_matrix[:, 0].sum()),
                "workers_max": sum(j.max_workers for j in inst.jobs), "build_seconds": build,
-               "decision_seconds": seconds, "timings": timings, "peak_rss_mb": peak_mb, "objective": report.objective,
+               "decision_seconds": seconds, "timings": timings, "peak_rss_mb": peak_mb,
+               "worker_peak_mb": worker_mb, "workers": dask_workers if pool is not None else 0,
+               "objective": report.objective,
                "unfinished": report.unfinished, "valid": not violations, "lp_value_slot0": lp_value,
                "proven_bound": bound, "single_machine_bound": single,
                "gpu_utilisation": report.utilisation.get("gpu")})
@@ -224,8 +228,9 @@ def where_time_goes(row: dict) -> list[str]:
     formulate and LP are summed over partitions, which run concurrently inside 'solve'."""
     t0 = row["timings"][0]
     total = row["decision_seconds"][0]
-    steps = [("candidate domains", t0.get("candidates", 0.0)),
-             ("window chains, wall (all partitions: build, LP, round, decode)", t0.get("solve", 0.0)),
+    steps = [("candidate domains and chains, partition by partition (each chain starts when built)",
+              t0.get("candidates", 0.0)),
+             ("window chains after the last one started, wall (build, LP, round, decode)", t0.get("solve", 0.0)),
              ("slot rules for slot t (realise)", t0.get("realise", 0.0)),
              ("select (play both decisions over the window)", t0.get("select", 0.0))]
     other = total - sum(v for _, v in steps)
@@ -235,6 +240,15 @@ def where_time_goes(row: dict) -> list[str]:
     out += ["", f"Inside the window chains, summed over the {int(t0.get('partitions', 1))} partitions: "
             f"building the models {t0['formulate']:.2f} s, LP {t0['lp']:.2f} s.", ""]
     return out
+
+
+def memory(row: dict) -> str:
+    """The deciding process's peak, and with a PartitionPool each worker's at most (the
+    largest worker's peak: their sum is at most ``workers`` times it)."""
+    text = f"{row['peak_rss_mb']:.0f} MB"
+    if row.get("worker_peak_mb"):
+        text += f" + {row['workers']} x {row['worker_peak_mb']:.0f} MB"
+    return text
 
 
 def gap(objective: float, bound: float | None) -> str:
@@ -264,7 +278,7 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
     for r in rows:
         t0 = r["timings"][0]
         out.append(f"| {r['jobs']} x {r['machines']} | {r['where']} | {r['gpus']} | {r['decision_seconds'][0]:.2f} s | "
-                   f"{statistics.median(r['decision_seconds']):.2f} s | {r['peak_rss_mb']:.0f} MB | "
+                   f"{statistics.median(r['decision_seconds']):.2f} s | {memory(r)} | "
                    f"{int(t0.get('partitions', 1))} | {t0['lp']:.2f} / {t0['formulate']:.2f} / {t0['realise']:.2f} s | "
                    f"{r['objective']:.4g} | {gap(r['objective'], r['proven_bound'])} | "
                    f"{gap(r['objective'], r['single_machine_bound'])} | {r['valid']} |")
@@ -290,8 +304,8 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
 def side_by_side(rows: list[dict], executors: list[str]) -> list[str]:
     """Per size, each executor's median decision, and whether their schedules are the same
     (they must be: the partitions' LPs are the same, only where they run differs)."""
-    out = ["Side by side (median decision; peak memory above is the deciding process's, without the "
-           "worker processes'):", "",
+    out = ["Side by side (median decision; peak memory above is the deciding process's, plus for the "
+           "PartitionPool its workers' (each at most the largest one's peak), without the Dask workers'):", "",
            "| jobs x machines | " + " | ".join(executors) + " | same schedule |",
            "|---|" + "---:|" * len(executors) + "---|"]
     for size in dict.fromkeys((r["jobs"], r["machines"]) for r in rows):

@@ -11,12 +11,14 @@ roomiest machine) and the first rack.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from placement.capacity import Residual
 from placement.online.policy import View
 
-__all__ = ["candidate_domains"]
+__all__ = ["candidate_domains", "candidate_domains_each"]
 
 
 def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, local_k: int, spread_k: int
@@ -24,6 +26,18 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
     """Per job: current domain, best local machines, roomiest small subtrees, and the
     root only when unpartitioned and needed; and the two kept for the later slots
     (module docstring)."""
+    out: dict[str, set[str]] = {}
+    later: dict[str, set[str]] = {}
+    for first, rest in candidate_domains_each(view, parts, local_k=local_k, spread_k=spread_k):
+        out.update(first)
+        later.update(rest)
+    return out, later
+
+
+def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]], *, local_k: int, spread_k: int
+                           ) -> Iterator[tuple[dict[str, set[str]], dict[str, set[str]]]]:
+    """:func:`candidate_domains` partition by partition, in order, as each is ready (so
+    a partition's window chain can start while the next one's candidates are found)."""
     inst = view.instance
     topo = inst.topology
     residual = Residual(inst)
@@ -37,8 +51,6 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
     members = {i: np.flatnonzero((anc == i).any(axis=1)) for i in switch_nodes}
     members = {i: m for i, m in members.items() if len(m) > 1}
     root = topo.nodes.index(topo.root_id)
-    out: dict[str, set[str]] = {}
-    later: dict[str, set[str]] = {}
     # per partition, the subtrees all of whose machines are in it (the root only when alone)
     group = np.full(len(machine_ids), -1, dtype=np.int64)
     for g, (_, machines) in enumerate(parts):
@@ -51,6 +63,8 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
         subtrees = [(i, m) for i, m in subtrees if i != root or len(parts) == 1]
         # each subtree's machines as positions among the partition's (ascending) machines
         at = [(i, len(m), np.searchsorted(machines, m)) for i, m in subtrees if i != root]
+        out: dict[str, set[str]] = {}
+        later: dict[str, set[str]] = {}
         for job_id in jobs:
             state = view.jobs[job_id]
             job = state.job
@@ -72,4 +86,4 @@ def candidate_domains(view: View, parts: list[tuple[list[str], np.ndarray]], *, 
                 chosen.add(topo.root_id)
             out[job_id] = chosen
             later[job_id] = set(keep) or chosen
-    return out, later
+        yield out, later

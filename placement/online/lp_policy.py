@@ -32,8 +32,10 @@ Per slot t, one straight path:
 
 The scheduler (:class:`placement.online.scheduler.OnlineScheduler`) is the referee of
 each decision. ``last_timings`` holds the seconds of each step of the last decision
-(``formulate`` and ``lp`` summed over partitions; ``solve`` the wall time of all the
-window chains, forward and back, including any transfer to and from the executor).
+(``formulate`` and ``lp`` summed over partitions; ``candidates`` the time spent finding
+candidate domains and building the chains, partition by partition, each partition's
+chain started as soon as it is built; ``solve`` the wall time from the last partition's
+start to the last result, including any transfer to and from the executor).
 
 Partitions elsewhere (``executor=``): each partition's whole job, the chain forward and
 its first candidate inverted, is :func:`solve_partition`, a top-level function of
@@ -49,6 +51,8 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -58,7 +62,7 @@ import numpy as np
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.instance import Instance, Job
 from placement.intent import JobIntent
-from placement.online.candidates import candidate_domains
+from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
@@ -142,14 +146,21 @@ class LPRoundingPolicy:
         if view.jobs:
             clock = time.perf_counter()
             parts = partitions(view, self.jobs_per_partition)
-            domains, later = candidate_domains(view, parts, local_k=self.local_k, spread_k=self.spread_k)
-            timings["candidates"] = time.perf_counter() - clock
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
-            chains = [self._window_chain(view, jobs, machines, domains, later, end) for jobs, machines in parts]
-            # each partition's jobs in the instance's order: the same model, column for column
-            members = [tuple(inst.jobs[i] for i in sorted(inst.job_index[j] for j in jobs)) for jobs, _ in parts]
-            clock = time.perf_counter()
-            runs = self._run(chains, dataclasses.replace(inst, jobs=()), members, t, end)
+            each = candidate_domains_each(view, parts, local_k=self.local_k, spread_k=self.spread_k)
+            timings["candidates"] = time.perf_counter() - clock
+            with self._runner(dataclasses.replace(inst, jobs=()), len(parts), t, end) as submit:
+                handles = []
+                for jobs, machines in parts:  # each partition's chain starts as soon as it is built
+                    clock = time.perf_counter()
+                    domains, later = next(each)
+                    chain = self._window_chain(view, jobs, machines, domains, later, end)
+                    # the partition's jobs in the instance's order: the same model, column for column
+                    members = tuple(inst.jobs[i] for i in sorted(inst.job_index[j] for j in jobs))
+                    timings["candidates"] += time.perf_counter() - clock
+                    handles.append(submit(chain, members))
+                clock = time.perf_counter()
+                runs = [handle.result() for handle in handles]  # in partition order, never completion order
             timings["solve"] = time.perf_counter() - clock
             for run in runs:
                 for key in ("formulate", "lp"):
@@ -175,26 +186,26 @@ class LPRoundingPolicy:
         self.last_timings = timings
         return placed
 
-    def _run(self, chains: list[Chain], cluster: Instance, members: list[tuple[Job, ...]], start: int,
-             end: int) -> list[PartitionPlan]:
-        """Every partition's :func:`solve_partition`, results in partition order (never
-        completion order). A Dask client gets the cluster once per decision (scattered)
-        rather than once per partition."""
-        if hasattr(self.executor, "solve_partitions"):  # a PartitionPool
-            return self.executor.solve_partitions(cluster, [(chain, jobs, start, end)
-                                                            for chain, jobs in zip(chains, members)])
-        if _is_dask_client(self.executor):
+    @contextmanager
+    def _runner(self, cluster: Instance, count: int, start: int, end: int) -> Iterator[Callable]:
+        """``submit(chain, jobs)``: the partition's :func:`solve_partition` started where
+        ``executor`` says, returning something with ``result()``. A PartitionPool or a Dask
+        client gets the cluster once per decision (shared, scattered), not per partition."""
+        if hasattr(self.executor, "submit_partition"):  # a PartitionPool
+            pool = self.executor
+            pool.share(cluster)
+            yield lambda chain, jobs: pool.submit_partition(chain, jobs, start, end)
+        elif _is_dask_client(self.executor):
             client = self.executor
             shared = client.scatter(cluster, hash=False)
-            return client.gather([client.submit(solve_partition, chain, shared, jobs, start, end, pure=False)
-                                  for chain, jobs in zip(chains, members)])
-        calls = [(chain, cluster, jobs, start, end) for chain, jobs in zip(chains, members)]
-        if self.executor is not None:
-            return [future.result() for future in [self.executor.submit(solve_partition, *call) for call in calls]]
-        if self.threads == 1 or len(chains) == 1:
-            return [solve_partition(*call) for call in calls]
-        with ThreadPoolExecutor(self.threads) as pool:
-            return list(pool.map(lambda call: solve_partition(*call), calls))
+            yield lambda chain, jobs: client.submit(solve_partition, chain, shared, jobs, start, end, pure=False)
+        elif self.executor is not None:
+            yield lambda chain, jobs: self.executor.submit(solve_partition, chain, cluster, jobs, start, end)
+        elif self.threads == 1 or count == 1:
+            yield lambda chain, jobs: _Done(solve_partition(chain, cluster, jobs, start, end))
+        else:
+            with ThreadPoolExecutor(self.threads) as threads:
+                yield lambda chain, jobs: threads.submit(solve_partition, chain, cluster, jobs, start, end)
 
     def _window_cost(self, view: View, first: dict[str, TaskDict], plans: dict[int, dict], end: int) -> float:
         """Weighted completion times over the window if slot t takes ``first`` and the
@@ -238,6 +249,16 @@ class LPRoundingPolicy:
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit), Round()])
+
+
+class _Done:
+    """A result computed at submission (one thread, or one partition)."""
+
+    def __init__(self, value: PartitionPlan):
+        self.value = value
+
+    def result(self) -> PartitionPlan:
+        return self.value
 
 
 def _is_dask_client(executor: Any) -> bool:

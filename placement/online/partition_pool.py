@@ -37,7 +37,7 @@ _CLUSTER: tuple[str, object] | None = None
 
 
 class PartitionPool:
-    """``workers`` processes (default: one per core, at most 2 on 2 cores) solving
+    """``workers`` processes (default: one per core) solving
     partitions with :func:`placement.online.lp_policy.solve_partition` (module docstring).
     They start here, before the first decision, and end with :meth:`close`."""
 
@@ -53,29 +53,30 @@ class PartitionPool:
         for future in [self._pool.submit(_ready) for _ in range(self.workers)]:
             future.result()
 
-    def solve_partitions(self, cluster, calls: list[tuple]) -> list:
-        """``solve_partition(chain, cluster, jobs, start, end)`` for each (chain, jobs,
-        start, end) of ``calls``, in their order."""
-        path = self._share(cluster)
-        try:
-            futures = [self._pool.submit(_solve, self._digest, str(path), *call) for call in calls]
-            return [future.result() for future in futures]
-        except BrokenProcessPool:
-            raise RuntimeError("a partition worker process died (out of memory or killed); "
-                               "the decision cannot be made on this pool") from None
-
-    def _share(self, cluster) -> Path:
+    def share(self, cluster) -> None:
+        """Make ``cluster`` (an instance without jobs) the one the next partitions run on:
+        written once per change, read once per worker (module docstring)."""
         data = pickle.dumps(cluster, protocol=pickle.HIGHEST_PROTOCOL)
         digest = hashlib.sha256(data).hexdigest()[:24]
-        path = self._dir / f"cluster-{digest}.pickle"
         if digest != self._digest:
+            path = self._path(digest)
             part = path.with_suffix(".part")
             part.write_bytes(data)
             part.replace(path)
             if self._digest is not None:
-                (self._dir / f"cluster-{self._digest}.pickle").unlink(missing_ok=True)
+                self._path(self._digest).unlink(missing_ok=True)
             self._digest = digest
-        return path
+
+    def submit_partition(self, chain, jobs, start: int, end: int) -> "_Pending":
+        """``solve_partition(chain, cluster, jobs, start, end)`` on a worker, with the
+        cluster last :meth:`share`-d; ``result()`` of what it returns waits for it."""
+        if self._digest is None:
+            raise RuntimeError("share a cluster before submitting partitions")
+        return _Pending(self._pool.submit(_solve, self._digest, str(self._path(self._digest)), chain, jobs,
+                                          start, end))
+
+    def _path(self, digest: str) -> Path:
+        return self._dir / f"cluster-{digest}.pickle"
 
     def close(self) -> None:
         """End the workers and remove the shared files."""
@@ -86,6 +87,20 @@ class PartitionPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Pending:
+    """A submitted partition; a worker that died is one clear error, not a pool's."""
+
+    def __init__(self, future):
+        self.future = future
+
+    def result(self):
+        try:
+            return self.future.result()
+        except BrokenProcessPool:
+            raise RuntimeError("a partition worker process died (out of memory or killed); "
+                               "the decision cannot be made on this pool") from None
 
 
 def _close(pool: ProcessPoolExecutor, folder: Path) -> None:
