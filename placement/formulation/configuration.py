@@ -32,6 +32,7 @@ for per-slot decisions; it is then a planning model, as are restricted domains.
 """
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 
@@ -121,12 +122,18 @@ class ConfigurationDecoder:
 def _counts_rows(min_workers: int, max_workers: int, most: np.ndarray, counts: str) -> np.ndarray:
     """Per entry of ``most``: :func:`worker_counts` of a domain holding that many workers,
     padded with -1; computed once per distinct value (few: one per machine kind)."""
-    values, inverse = np.unique(np.minimum(most, max_workers), return_inverse=True)
-    lists = [_worker_counts(min_workers, max_workers, int(v), counts) for v in values]
+    clipped = np.minimum(most, max_workers)
+    values = sorted(set(clipped.tolist()))  # a handful: cheaper than np.unique
+    lists = [_counts_of(min_workers, max_workers, v, counts) for v in values]
     table = np.full((len(lists), max(1, max(map(len, lists), default=0))), -1, dtype=np.int64)
     for i, ws in enumerate(lists):
         table[i, : len(ws)] = ws
-    return table[inverse.reshape(-1)]
+    return table[np.searchsorted(values, clipped)] if values else table[:0]
+
+
+@functools.lru_cache(maxsize=65536)
+def _counts_of(min_workers: int, max_workers: int, most: int, counts: str) -> tuple[int, ...]:
+    return tuple(_worker_counts(min_workers, max_workers, most, counts))
 
 
 _MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
