@@ -12,8 +12,9 @@ workers first; a spread job that one machine of its domain still holds whole goe
 (the tightest such machine: local is faster than spread, and the large holes stay for the
 jobs that must spread), else its workers go to the machines with most room left and its
 PSs beside them. Fewest first because the small jobs are the ones a single machine can
-still hold whole; largest first spread 23 jobs instead of 19 at the first slot of the
-scaling benchmark's 1,000 x 512 instance, and its window objective was 0.2% worse. What
+still hold whole: packing largest first, without the whole-machine rule, spread 23 jobs
+instead of 19 at the first slot of the scaling benchmark's 1,000 x 512 instance, and its
+window objective was 0.2% worse. What
 does not fit is still placed (on the roomiest machine), so the intent says what the LP
 chose and the slot rules repair it, as before.
 """
@@ -41,7 +42,8 @@ class SlotRoom:
         first (module docstring); ties keep the given order (stable)."""
         return np.lexsort((np.asarray(workers), ~np.asarray(is_local, dtype=bool)))
 
-    def local(self, job: Job, step: int, h: int, workers: int, ps: int, machines: list[str]) -> dict[str, tuple[int, int]]:
+    def local(self, job: Job, step: int, h: int, workers: int, ps: int,
+              machines: list[str]) -> dict[str, tuple[int, int]]:
         """The LP's local choice as it is: every task on machine ``h``."""
         alpha, beta = self._of(job)
         self._left(step)[h] -= workers * alpha + ps * beta
