@@ -4,6 +4,8 @@ cleans up after itself."""
 import json
 from pathlib import Path
 
+import pytest
+
 from placement.cli import main
 from placement.online.partition_pool import PartitionPool
 
@@ -37,3 +39,15 @@ def test_cli_processes_scores_as_local(tmp_path: Path):
     on_processes = simulate_cli("--executor", "processes", "--workers", "2")
     for key in ("jct", "unfinished", "report", "reconfigurations", "utilisation"):
         assert on_processes[key] == local[key], key
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--workers", "2"], "--workers needs --executor processes"),
+    (["--executor", "processes", "--workers", "0"], "--workers must be >= 1, got 0"),
+    (["--executor", "processes", "--dask-workers", "2"], "--scheduler and --dask-workers need --executor dask"),
+])
+def test_cli_executor_flags_that_do_not_go_together(flags, message, capsys):
+    code = main(["simulate", "--trace", str(TRACES / "philly-30-s3.csv"), "--cluster", "racks:4x8",
+                 "--horizon", "2", *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"placement: error: {message}"]
