@@ -264,8 +264,9 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
            f"Command: `python benchmarks/scaling.py {' '.join(sys.argv[1:])}`".rstrip(),
            f"Machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}; run took "
            f"{wall / 60:.1f} min; one fresh process per size; 1-minute load average at start / end "
-           f"{args.load_start:.1f} / {os.getloadavg()[0]:.1f} (above the core count, other processes shared "
-           "the CPU).", "",
+           f"{args.load_start:.1f} / {os.getloadavg()[0]:.1f}"
+           + (" (above the core count: other processes shared the CPU)."
+              if max(args.load_start, os.getloadavg()[0]) > (os.cpu_count() or 1) else "."), "",
            f"Policy: LP-rounding ({LPRoundingPolicy().model} window model, {args.window}-slot look-ahead, "
            "candidate domains, "
            f"POP partitions of {LPRoundingPolicy().jobs_per_partition} jobs solved where the executor "
