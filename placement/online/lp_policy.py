@@ -13,7 +13,8 @@ Per slot t, one straight path:
    ``model="aggregated"`` is the older one-count-per-domain model) over slots
    t..t+window-1 (in time buckets of 1, 1, 2, 4, ... slots: ``buckets="geometric"``,
    the default; slot t is a bucket of its own) with each job's remaining work as
-   reported by the cluster, restricted to those domains, the work left after the window also paying the queueing charge
+   reported by the cluster, restricted to those domains, the work left after the window
+   also paying the queueing charge
    (:mod:`placement.online.queue_charge`); its LP; the most likely rounding (the
    deterministic member of the rounding family of ``solvers.rounding``; one trial is what
    a per-slot decision affords); decoded to the partition's intent.
@@ -61,6 +62,7 @@ import numpy as np
 
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.instance import Instance, Job
+from placement.formulation.configuration import BUCKETS
 from placement.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
@@ -122,6 +124,8 @@ class LPRoundingPolicy:
             raise ValueError("window and jobs_per_partition must be >= 1, candidate counts >= 0")
         if model not in WINDOW_MODELS:
             raise ValueError(f"model must be one of {', '.join(WINDOW_MODELS)}, got {model!r}")
+        if buckets not in BUCKETS:
+            raise ValueError(f"buckets must be one of {', '.join(BUCKETS)}, got {buckets!r}")
         self.model = model
         #: the configuration model's time buckets (formulate_configuration)
         self.buckets = buckets

@@ -1,9 +1,10 @@
 """Worker processes for the LP policy's partitions, on one machine.
 
 Half of each partition's window chain is Python (building the model, rounding, decoding
-it); threads run that half one at a time under the GIL, so on 16,000 GPUs two threads
-were no faster than one (2.5 s either way for the 32 partitions of a first decision),
-while two processes took 1.3 s. A :class:`PartitionPool` keeps its processes for its
+it); threads run that half one at a time under the GIL, so two threads barely beat one:
+the first decision at 4,000 x 2,000 took 2.49 s on 2 threads and 2.04 s on 2 processes,
+at 16,000 x 8,000 11.65 s against 8.74 s (benchmarks/SCALING.md). A
+:class:`PartitionPool` keeps its processes for its
 whole life, and the cluster (the decision's instance without jobs, the same every slot
 on a fixed cluster) reaches each worker once: it is written to a file named by the hash
 of its bytes, and a worker reads it only when the name changes. So it keeps its
