@@ -38,11 +38,17 @@ from placement.spread_search import SpreadSearch
 __all__ = ["Residual"]
 
 
+def demand_vectors(job: Job, resources: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, beta): one worker's and one PS's demand as float vectors over ``resources``."""
+    return (np.array([job.worker.get(r, 0) for r in resources], dtype=float),
+            np.array([job.ps.get(r, 0) for r in resources], dtype=float))
+
+
 _MANY = 10**9  # room of a job whose worker needs none of a machine's resources
 
 
-def _room_rows(alpha: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Per row of ``free``: workers of demand ``alpha`` it takes by capacity alone."""
+def room_rows(alpha: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Per row of ``free``: tasks of demand ``alpha`` (a worker's or a PS's) it takes by capacity alone."""
     need = alpha > 0
     if not need.any():
         return np.full(len(free), _MANY, dtype=np.int64)
@@ -149,9 +155,7 @@ class Residual(SpreadSearch):
     def demand(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): one worker's and one PS's demand as vectors over the resources."""
         if job.id not in self._vectors:
-            res = self.instance.resources
-            self._vectors[job.id] = (np.array([job.worker.get(r, 0) for r in res], dtype=float),
-                                     np.array([job.ps.get(r, 0) for r in res], dtype=float))
+            self._vectors[job.id] = demand_vectors(job, self.instance.resources)
         return self._vectors[job.id]
 
     def _arrays(self, tasks: Tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -313,13 +317,13 @@ class Residual(SpreadSearch):
             own, use = entry[0], entry[1]
             pos = np.minimum(np.searchsorted(hs, own), len(hs) - 1)
             mine = hs[pos] == own
-            room[pos[mine]] = _room_rows(self.demand(job)[0], self.free[own[mine]] + use[mine])
+            room[pos[mine]] = room_rows(self.demand(job)[0], self.free[own[mine]] + use[mine])
         return room
 
     def _room(self, job: Job) -> np.ndarray:
         """``worker_room`` of every machine (the caller must not modify it)."""
         alpha, _ = self.demand(job)
-        return self._kept(alpha.tobytes(), lambda free: _room_rows(alpha, free))
+        return self._kept(alpha.tobytes(), lambda free: room_rows(alpha, free))
 
     def _kept(self, key: object, rows: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """A per-machine table ``rows(free)``, kept across changes (per job shape ``key``) and

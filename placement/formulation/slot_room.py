@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.instance import TOL, Instance, Job
+from placement.capacity import demand_vectors, room_rows
+from placement.instance import Instance, Job
 
 __all__ = ["SlotRoom"]
 
@@ -57,12 +58,12 @@ class SlotRoom:
         with most room for one, else on the first worker machine."""
         alpha, beta = self._of(job)
         left = self._left(step)
-        whole = _room(left[members] - ps * beta, alpha)
+        whole = room_rows(alpha, left[members] - ps * beta)
         if whole.max() >= workers:  # one machine holds them all: local, faster, tightest fit
             h = int(members[np.flatnonzero(whole >= workers)[np.argmin(whole[whole >= workers])]])
             left[h] -= workers * alpha + ps * beta
             return {machines[h]: (workers, ps)}
-        room = _room(left[members], alpha)
+        room = room_rows(alpha, left[members])
         order = np.argsort(-room, kind="stable").tolist()
         hosts, counts = [], []
         need = workers
@@ -90,7 +91,7 @@ class SlotRoom:
         """PSs per machine (module docstring): round-robin over ``hosts`` while they hold
         one, then the members with most room, then ``hosts`` again; taken from ``left``."""
         out: dict[int, int] = {}
-        room = _room(left[hosts], beta).tolist() if ps > 0 else []  # falls by one with each PS
+        room = room_rows(beta, left[hosts]).tolist() if ps > 0 else []  # falls by one with each PS
         placed, k = 0, 0
         while placed < ps and max(room) >= 1:
             j = k % len(hosts)
@@ -101,7 +102,7 @@ class SlotRoom:
                 placed += 1
         rest = ps - placed
         if rest:
-            spare = _room(left[members], beta)
+            spare = room_rows(beta, left[members])
             spare[np.isin(members, hosts)] = 0  # the hosts are full for a PS
             for k in np.argsort(-spare, kind="stable").tolist():
                 take = min(rest, int(spare[k]))
@@ -124,16 +125,6 @@ class SlotRoom:
     def _of(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         pair = self._demand.get(job.id)
         if pair is None:
-            res = self.instance.resources
-            pair = self._demand[job.id] = (np.array([job.worker.get(r, 0) for r in res], dtype=float),
-                                           np.array([job.ps.get(r, 0) for r in res], dtype=float))
+            pair = self._demand[job.id] = demand_vectors(job, self.instance.resources)
         return pair
 
-
-def _room(left: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """Per row of ``left``: how many tasks of ``demand`` still fit (a huge number when the
-    task asks for nothing)."""
-    need = demand > 0
-    if not need.any():
-        return np.full(len(left), 1 << 30, dtype=np.int64)
-    return np.floor((np.maximum(left[:, need], 0) + TOL) / demand[need]).min(axis=1).astype(np.int64)
