@@ -25,8 +25,9 @@ EXECUTORS = ("local", "dask")
 DASK_HINT = 'the dask executor needs dask.distributed: pip install "placement[dask]"'
 
 
-class _InProcess(Executor):
-    """workers=1: run each task at submission, in this process (no pickling, easy to debug)."""
+class InProcess(Executor):
+    """Run each task at submission, in this process (batch workers=1, an LP policy with one
+    partition or one thread): no pickling, easy to debug."""
 
     def submit(self, fn, /, *args, **kwargs) -> Future:  # type: ignore[override]
         future: Future = Future()
@@ -41,7 +42,7 @@ def executor(kind: str, address: str | None, workers: int) -> Iterator[tuple[Exe
         with _dask(address, workers) as pair:
             yield pair
     elif workers == 1:
-        yield _InProcess(), 1
+        yield InProcess(), 1
     else:
         # spawn, not fork: a forked child would inherit the parent's HiGHS thread pool state
         with math_threads(max(1, (os.cpu_count() or 1) // workers)):

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
+from placement.executors import InProcess
 from placement.instance import Instance, Job
 from placement.formulation.configuration import BUCKETS
 from placement.intent import JobIntent
@@ -206,7 +207,8 @@ class LPRoundingPolicy:
         elif self.executor is not None:
             yield lambda chain, jobs: self.executor.submit(solve_partition, chain, cluster, jobs, start, end)
         elif self.threads == 1 or count == 1:
-            yield lambda chain, jobs: _Done(solve_partition(chain, cluster, jobs, start, end))
+            here = InProcess()
+            yield lambda chain, jobs: here.submit(solve_partition, chain, cluster, jobs, start, end)
         else:
             with ThreadPoolExecutor(self.threads) as threads:
                 yield lambda chain, jobs: threads.submit(solve_partition, chain, cluster, jobs, start, end)
@@ -253,16 +255,6 @@ class LPRoundingPolicy:
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit), Round()])
-
-
-class _Done:
-    """A result computed at submission (one thread, or one partition)."""
-
-    def __init__(self, value: PartitionPlan):
-        self.value = value
-
-    def result(self) -> PartitionPlan:
-        return self.value
 
 
 def _is_dask_client(executor: Any) -> bool:
