@@ -51,7 +51,8 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
     members = {i: np.flatnonzero((anc == i).any(axis=1)) for i in switch_nodes}
     members = {i: m for i, m in members.items() if len(m) > 1}
     root = topo.nodes.index(topo.root_id)
-    # per partition, the subtrees all of whose machines are in it (the root only when alone)
+    # per partition, the subtrees all of whose machines are in it (the root, never ranked
+    # among them, is added below when there is one partition)
     group = np.full(len(machine_ids), -1, dtype=np.int64)
     for g, (_, machines) in enumerate(parts):
         group[machines] = g
@@ -60,7 +61,6 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
         if group[m[0]] >= 0 and (group[m] == group[m[0]]).all():
             within[group[m[0]]].append((i, m))
     for (jobs, machines), subtrees in zip(parts, within):
-        subtrees = [(i, m) for i, m in subtrees if i != root or len(parts) == 1]
         # each subtree's machines as positions among the partition's (ascending) machines
         at = [(i, len(m), np.searchsorted(machines, m)) for i, m in subtrees if i != root]
         out: dict[str, set[str]] = {}
