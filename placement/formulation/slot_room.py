@@ -3,20 +3,17 @@
 
 The window models choose a domain per job-slot, not machines: a spread choice only says
 "W workers below switch v". Splitting each such choice over v's machines by their empty
-capacity sends every job spread below v to the same few machines (on 16,000 GPUs, the
-first slot's decoded intents used 155 of 2,000 machines, 7,032 GPUs over capacity), so
-the slot rules had to place almost every job again, slowly and away from the domains the
-LP chose. A decoder instead packs the choices of a slot into what the choices before
-them left: local ones first (the LP pinned them to a machine), then spread ones, fewest
-workers first; a spread job that one machine of its domain still holds whole goes there
-(the tightest such machine: local is faster than spread, and the large holes stay for the
-jobs that must spread), else its workers go to the machines with most room left and its
-PSs beside them. Fewest first because the small jobs are the ones a single machine can
-still hold whole: packing largest first, without the whole-machine rule, spread 23 jobs
-instead of 19 at the first slot of the scaling benchmark's 1,000 x 512 instance, and its
-window objective was 0.2% worse. What
-does not fit is still placed (on the roomiest machine), so the intent says what the LP
-chose and the slot rules repair it, as before.
+capacity sends every job spread below v to the same few machines, far over their
+capacity, so the slot rules had to place most jobs again, slowly and away from the
+domains the LP chose. A decoder instead packs the choices of a slot into what the
+choices before them left: local ones first (the LP pinned them to a machine), then
+spread ones, fewest workers first; a spread job that one machine of its domain still
+holds whole goes there (the tightest such machine: local is faster than spread, and the
+large holes stay for the jobs that must spread), else its workers go to the machines
+with most room left and its PSs beside them. Fewest first because the small jobs are the
+ones a single machine can still hold whole, so fewer jobs run spread (slower than
+local). What does not fit is still placed (on the roomiest machine), so the intent says
+what the LP chose and the slot rules repair it, as before.
 """
 from __future__ import annotations
 
