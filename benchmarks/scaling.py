@@ -351,6 +351,7 @@ def main() -> int:
     if not rows:
         print(f"scaling.py: {failed}", file=sys.stderr)
         return 1
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")  # before anything can fail
     args.plot = Path(args.out).with_name("scaling.png")
     plot([r for r in rows if r["executor"] == args.executor[0]], args.plot)

@@ -120,12 +120,12 @@ class SolveLP(_Forward):
     """Problem -> the LP relaxation's result; its value is the lower bound. Stops the chain
     unless the LP is solved to optimality."""
 
-    def __init__(self, time_limit: float | None = None):
-        self.time_limit = time_limit
+    def __init__(self, time_limit: float | None = None, presolve: bool = True):
+        self.time_limit, self.presolve = time_limit, presolve
 
     def apply(self, problem: Problem, trace: Trace) -> Result:
         clock = time.perf_counter()
-        trace.result = lp = solve_lp(problem, time_limit=deadline.remaining(self.time_limit))
+        trace.result = lp = solve_lp(problem, time_limit=deadline.remaining(self.time_limit), presolve=self.presolve)
         trace.time("lp", clock)
         if lp.status is not Status.OPTIMAL:
             raise ChainStop(f"LP relaxation: {lp.status.value} ({lp.message})")

@@ -122,8 +122,12 @@ def _set_threads(h: Any, threads: int | None) -> None:
 
 
 def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, threads: int | None,
-                mip_gap: float | None = None, start: np.ndarray | None = None) -> RawSolution:
+                mip_gap: float | None = None, start: np.ndarray | None = None,
+                presolve: bool = True) -> RawSolution:
     """Solve with HiGHS (LP if ``relax`` else MIP); statuses come back as values, never exceptions.
+
+    ``presolve=False``: straight to the simplex, for the many small LPs where reducing the
+    model first costs more than it saves.
 
     ``start``: a feasible point handed to the MIP as its first incumbent (``setSolution``;
     HiGHS checks it and drops it if it is not feasible)."""
@@ -140,6 +144,8 @@ def solve_highs(problem: Problem, *, relax: bool, time_limit: float | None, thre
         h.setOptionValue("time_limit", float(time_limit))
     if mip_gap is not None and not relax:
         h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if not presolve:
+        h.setOptionValue("presolve", "off")
     _set_threads(h, threads)
     refused = start is not None and not relax and h.setSolution(_solution(start)).name == "kError"
     t1 = time.perf_counter()

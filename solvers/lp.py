@@ -24,14 +24,17 @@ PDLP_EPS = 1e-7
 
 
 def solve_lp(problem: Problem, *, backend: str = "highs", time_limit: float | None = None,
-             threads: int | None = None) -> Result:
+             threads: int | None = None, presolve: bool = True) -> Result:
     """Solve the LP relaxation (integrality dropped, choice-group rows kept).
+
+    ``presolve=False`` skips HiGHS' presolve (the other backends do not take it): the same
+    optimum, reached sooner on small LPs solved over and over, such as the online windows.
 
     ``bound`` is the LP optimum, a valid bound on the integer optimum; for PDLP, whose solution is
     approximate, it is the Lagrangian bound of its duals.  ``duals`` are d(objective)/d(rhs) per row kind.
     """
     if backend == "highs":
-        raw = solve_highs(problem, relax=True, time_limit=time_limit, threads=threads)
+        raw = solve_highs(problem, relax=True, time_limit=time_limit, threads=threads, presolve=presolve)
     elif backend in ("glop", "pdlp"):
         params = ""
         if backend == "pdlp":

@@ -88,13 +88,16 @@ class ConfigurationDecoder:
     """A rounded vector back to an Intent: the chosen configuration of each job-slot (of
     each slot of a job-bucket), local exactly, spread packed into what the slot's other
     choices left of the domain's machines (:class:`placement.formulation.slot_room.SlotRoom`;
-    the slot rules repair the rest)."""
+    the slot rules repair the rest). With ``decode_until``, only the choices of the slots
+    before it: the others are left empty (a caller that reads only the first slot spares
+    packing the rest; each bucket is packed on its own, so the slots decoded are the same)."""
 
     def __init__(self, instance: Instance, domains: Domains, o_job: np.ndarray, o_slot: np.ndarray,
                  o_until: np.ndarray, o_dom: np.ndarray, o_workers: np.ndarray, o_split: np.ndarray, splits: list,
-                 n_opt: int):
+                 n_opt: int, decode_until: int | None = None):
         """Option o holds in slots ``o_slot[o]..o_until[o]-1``; ``splits[o_split[o]]``: the
         machines of a spread option's domain that hold a task."""
+        self.decode_until = decode_until
         self.instance, self.domains = instance, domains
         self.o_job, self.o_slot, self.o_until, self.o_dom, self.o_workers = o_job, o_slot, o_until, o_dom, o_workers
         self.o_split, self.splits, self.n_opt = o_split, splits, n_opt
@@ -104,6 +107,8 @@ class ConfigurationDecoder:
         intent = Intent(inst.horizon)
         machines = [m.id for m in inst.topology.machines]
         chosen = np.flatnonzero(np.asarray(x, dtype=float)[: self.n_opt] > 0.5)
+        if self.decode_until is not None:
+            chosen = chosen[self.o_slot[chosen] < self.decode_until]
         is_local = self.domains.is_local[self.o_dom[chosen]]
         room = SlotRoom(inst)
         for o in chosen[room.order(is_local, self.o_workers[chosen])].tolist():
@@ -197,13 +202,15 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                             domains: dict[str, set[str]] | None = None,
                             later_domains: dict[str, set[str]] | None = None,
                             overflow_extra: dict[str, float] | None = None,
-                            counts: str = "all", buckets: str = "slots") -> tuple[Problem, ConfigurationDecoder]:
+                            counts: str = "all", buckets: str = "slots",
+                            decode_until: int | None = None) -> tuple[Problem, ConfigurationDecoder]:
     """The configuration model over slots ``start..end-1``; arguments as
     :func:`placement.formulation.aggregated.formulate_aggregated`, plus ``counts``: every
     worker count ("all", the lower bound) or a few ("powers", module docstring), and
     ``buckets``: a configuration per slot ("slots") or per geometric time bucket
     ("geometric": slots start, start+1, then 2, 4, ... slots at a time; a planning model,
-    :mod:`placement.formulation.progress_block`)."""
+    :mod:`placement.formulation.progress_block`); ``decode_until``: the decoder fills only
+    the slots before it (:class:`ConfigurationDecoder`)."""
     if counts not in COUNTS:
         raise ValueError(f"counts must be one of {', '.join(COUNTS)}, got {counts!r}")
     if buckets not in BUCKETS:
@@ -295,4 +302,4 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                       upper=upper, integer=integer, groups=groups,
                       offset=offset, name=f"placement-configuration:{instance.name}")
     return problem, ConfigurationDecoder(instance, doms, o_job, o_slot, progress.bucket_end[o_bucket], o_dom, o_w,
-                                         o_split, splits, n_opt)
+                                         o_split, splits, n_opt, decode_until)

@@ -153,17 +153,19 @@ class LPRoundingPolicy:
             parts = partitions(view, self.jobs_per_partition)
             end = min(inst.horizon, t + max(1, min(self.window, view.lookahead)))
             each = candidate_domains_each(view, parts, local_k=self.local_k, spread_k=self.spread_k)
+            # step 5 plays the whole window forward; without it only slot t's intent is read
+            read = end if len(view.jobs) <= self.select_limit else t + 1
             timings["candidates"] = time.perf_counter() - clock
-            with self._runner(dataclasses.replace(inst, jobs=()), len(parts), t, end) as submit:
+            with self._runner(dataclasses.replace(inst, jobs=()), len(parts), t) as submit:
                 handles = []
                 for jobs, machines in parts:  # each partition's chain starts as soon as it is built
                     clock = time.perf_counter()
                     domains, later = next(each)
-                    chain = self._window_chain(view, jobs, machines, domains, later, end)
+                    chain = self._window_chain(view, jobs, machines, domains, later, end, read)
                     # the partition's jobs in the instance's order: the same model, column for column
                     members = tuple(inst.jobs[i] for i in sorted(inst.job_index[j] for j in jobs))
                     timings["candidates"] += time.perf_counter() - clock
-                    handles.append(submit(chain, members))
+                    handles.append(submit(chain, members, read))
                 clock = time.perf_counter()
                 runs = [handle.result() for handle in handles]  # in partition order, never completion order
             timings["solve"] = time.perf_counter() - clock
@@ -192,26 +194,26 @@ class LPRoundingPolicy:
         return placed
 
     @contextmanager
-    def _runner(self, cluster: Instance, count: int, start: int, end: int) -> Iterator[Callable]:
-        """``submit(chain, jobs)``: the partition's :func:`solve_partition` started where
+    def _runner(self, cluster: Instance, count: int, start: int) -> Iterator[Callable]:
+        """``submit(chain, jobs, end)``: the partition's :func:`solve_partition` started where
         ``executor`` says, returning something with ``result()``. A PartitionPool or a Dask
         client gets the cluster once per decision (shared, scattered), not per partition."""
         if hasattr(self.executor, "submit_partition"):  # a PartitionPool
             pool = self.executor
             pool.share(cluster)
-            yield lambda chain, jobs: pool.submit_partition(chain, jobs, start, end)
+            yield lambda chain, jobs, end: pool.submit_partition(chain, jobs, start, end)
         elif _is_dask_client(self.executor):
             client = self.executor
             shared = client.scatter(cluster, hash=False)
-            yield lambda chain, jobs: client.submit(solve_partition, chain, shared, jobs, start, end, pure=False)
+            yield lambda chain, jobs, end: client.submit(solve_partition, chain, shared, jobs, start, end, pure=False)
         elif self.executor is not None:
-            yield lambda chain, jobs: self.executor.submit(solve_partition, chain, cluster, jobs, start, end)
+            yield lambda chain, jobs, end: self.executor.submit(solve_partition, chain, cluster, jobs, start, end)
         elif self.threads == 1 or count == 1:
             here = InProcess()
-            yield lambda chain, jobs: here.submit(solve_partition, chain, cluster, jobs, start, end)
+            yield lambda chain, jobs, end: here.submit(solve_partition, chain, cluster, jobs, start, end)
         else:
             with ThreadPoolExecutor(self.threads) as threads:
-                yield lambda chain, jobs: threads.submit(solve_partition, chain, cluster, jobs, start, end)
+                yield lambda chain, jobs, end: threads.submit(solve_partition, chain, cluster, jobs, start, end)
 
     def _window_cost(self, view: View, first: dict[str, TaskDict], plans: dict[int, dict], end: int) -> float:
         """Weighted completion times over the window if slot t takes ``first`` and the
@@ -238,10 +240,11 @@ class LPRoundingPolicy:
         return cost + float((weight * (end * dt + own + after)).sum())
 
     def _window_chain(self, view: View, jobs: list[str], machines: np.ndarray, domains: dict[str, set[str]],
-                      later: dict[str, set[str]], end: int) -> Chain:
+                      later: dict[str, set[str]], end: int, read: int) -> Chain:
         """The chain of one partition's window (module docstring, steps 3 and 4): the
-        window model restricted to the candidate domains, its LP, the most likely
-        rounding; inverted, it gives the partition's intent."""
+        window model restricted to the candidate domains, its LP (without presolve: a
+        small LP, solved every slot), the most likely rounding; inverted, it gives the
+        partition's intent for slots t..read-1."""
         inst = view.instance
         remaining = {j: view.jobs[j].remaining for j in jobs}
         extra = None
@@ -250,11 +253,12 @@ class LPRoundingPolicy:
             own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
             extra = dict(zip((job.id for job in members),
                              queue_extra(load, np.array([job.weight for job in members], dtype=float))))
-        options = {"counts": "powers", "buckets": self.buckets} if self.model == "configuration" else {}
+        options = ({"counts": "powers", "buckets": self.buckets, "decode_until": read}
+                   if self.model == "configuration" else {})
         window = Formulate(self.model, start=view.t, end=end, remaining=remaining,
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
-        return Chain([window, SolveLP(self.time_limit), Round()])
+        return Chain([window, SolveLP(self.time_limit, presolve=False), Round()])
 
 
 def _is_dask_client(executor: Any) -> bool:

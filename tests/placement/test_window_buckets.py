@@ -46,6 +46,17 @@ def test_buckets_shrink_the_model_and_their_choice_holds_in_every_slot_of_the_bu
     assert {int(u - s) for s, u in zip(decoder.o_slot, decoder.o_until)} <= {1, 2, 4}
 
 
+def test_decoding_only_the_first_slot_gives_the_same_first_slot():
+    inst = generate(jobs=24, cluster="racks:2x4", horizon=8, seed=5)
+    problem, decoder = formulate_configuration(inst, counts="powers", buckets="geometric")
+    _, first_only = formulate_configuration(inst, counts="powers", buckets="geometric", decode_until=1)
+    x = np.zeros(problem.n)
+    x[: decoder.n_opt] = solve_lp(problem).x[: decoder.n_opt] > 0.5
+    whole, first = decoder.decode(x), first_only.decode(x)
+    assert whole.slots[0] and first.slots[0] == whole.slots[0]
+    assert any(whole.slots[1:]) and not any(first.slots[1:])
+
+
 def test_lengths_that_do_not_cover_the_window_are_refused():
     from placement.formulation.progress_block import ProgressBlock
 

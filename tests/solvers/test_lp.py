@@ -92,6 +92,16 @@ def test_backends_agree_on_random_mpc(seed):
     assert solve_lp(p, backend="glop").bound == pytest.approx(ref.objective, rel=1e-9)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_highs_without_presolve_reaches_the_same_optimum(seed):
+    p = random_mpc(seed)
+    ref, plain = solve_lp(p), solve_lp(p, presolve=False)
+    assert ref.status is Status.OPTIMAL and plain.status is Status.OPTIMAL
+    assert plain.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert plain.bound == pytest.approx(ref.bound, rel=1e-9)
+    assert is_feasible(p, plain.x, CHECK_TOL["highs"], integrality=False)
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_lp_bounds_mip_for_min(seed):
     p = random_mpc(seed)
