@@ -48,7 +48,11 @@ With ``follow_sizes`` (the LP policy on the configuration model, whose intent's 
 counts are the LP's decision): rule b keeps the previous task set only when the intent
 keeps the job's worker count, and in rule d the jobs the intent placed are grown only
 after every other job has been kept or started (so the capacity the LP left for others is
-theirs first, and what nobody takes is still used).
+theirs first, and what nobody takes is still used); and in rule a, a placement over
+several machines gives way to the largest one-machine placement in its domain (at most W
+workers) when that finishes the job in no more slots (the estimate of rule b): the LP's
+rates are continuous, blind to the slot a job completes in, so it may spread a job wider
+than that slot needs, and one machine leaves the others' room to the jobs after it.
 
 Candidate placements come from :class:`placement.capacity.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
@@ -262,6 +266,16 @@ class _SlotBuilder:
             tasks = self._best(job, workers, domain, layout)
         if tasks is None:
             tasks = self._best(job, workers, None, layout)
+        if self.follow_sizes and tasks is not None and sum(1 for w, s in tasks.values() if w or s) > 1:
+            tasks = self._local_if_as_soon(job, tasks, domain)
+        return tasks
+
+    def _local_if_as_soon(self, job: Job, tasks: TaskDict, domain: str) -> TaskDict:
+        """Rule a with ``follow_sizes``: a spread plan gives way to one machine of its domain
+        that finishes the job in no more slots (module docstring)."""
+        local = self.residual.best_local(job, workers_of(tasks), within=domain)
+        if local is not None and self._slots_to_finish(job, local) <= self._slots_to_finish(job, tasks):
+            return local
         return tasks
 
     # ----- rule c: trim; placing ---------------------------------------------------------

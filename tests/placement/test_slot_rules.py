@@ -223,3 +223,19 @@ def test_shrink_keeps_ps_beside_the_remaining_workers():
     assert shrink(job, tasks, 4) == tasks
     assert validate(B.instance(B.two_racks(), job, T=1),
                     B.sched((0, [("j", h, w, s) for h, (w, s) in shrink(job, tasks, 2).items()]))) == []
+
+
+@pytest.mark.parametrize("work, plan, local", [
+    (640, {"a0": (6, 6), "a1": (3, 3)}, True),    # 9 spread or 8 on one machine: 8 slots either way
+    (400, {"a0": (5, 5), "a1": (5, 5)}, False),   # 10 spread: 4 slots; 8 on one machine: 5
+])
+def test_following_sizes_a_spread_plan_gives_way_to_one_machine_that_finishes_as_soon(work, plan, local):
+    inst = B.instance(B.two_racks(), B.job("a", work_batches=work, max_workers=16), T=8)
+    intent = every_slot(inst, {"a": JobIntent("tor0", plan)})
+    planned = {("a", h, w, s) for h, (w, s) in plan.items()}
+    assert triples(build_schedule(inst, intent, fill=False), 0) == planned  # the plan as it is
+    first = triples(build_schedule(inst, intent, fill=False, follow_sizes=True), 0)
+    if local:
+        assert len(first) == 1 and next(iter(first))[1:] in {("a0", 8, 8), ("a1", 8, 8)}
+    else:
+        assert first == planned
