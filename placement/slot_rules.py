@@ -48,11 +48,12 @@ With ``follow_sizes`` (the LP policy on the configuration model, whose intent's 
 counts are the LP's decision): rule b keeps the previous task set only when the intent
 keeps the job's worker count, and in rule d the jobs the intent placed are grown only
 after every other job has been kept or started (so the capacity the LP left for others is
-theirs first, and what nobody takes is still used); and in rule a, a placement over
-several machines gives way to the largest one-machine placement in its domain (at most W
-workers) when that finishes the job in no more slots (the estimate of rule b): the LP's
-rates are continuous, blind to the slot a job completes in, so it may spread a job wider
-than that slot needs, and one machine leaves the others' room to the jobs after it.
+theirs first, and what nobody takes is still used); and after rules a and b, tasks over
+several machines give way to the largest one-machine placement in the plan's domain (at
+most as many workers) when that finishes the job in no more slots (the estimate of rule
+b, restart counted against the tasks kept): the LP's rates are continuous, blind to the
+slot a job completes in, so it may spread a job wider than that slot needs, and one
+machine leaves the others' room to the jobs after it.
 
 Candidate placements come from :class:`placement.capacity.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
@@ -223,16 +224,19 @@ class _SlotBuilder:
 
     # ----- rule a: the intent ----------------------------------------------------------------
     def _from_intent(self, job: Job, placement: JobIntent) -> TaskDict | None:
-        tasks = self._planned_tasks(job, placement)
+        tasks, domain = self._planned_tasks(job, placement)
         prev = self.tracker.last.get(job.id)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
             if self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev):
-                return tasks  # the intent resizes the job: its size is the decision (rule b')
-            if tasks is None or not self._gains(job, prev, tasks):
-                return dict(prev)  # rule b: no gain worth a restart
+                pass  # the intent resizes the job: its size is the decision (rule b')
+            elif tasks is None or not self._gains(job, prev, tasks):
+                tasks = dict(prev)  # rule b: no gain worth a restart
+        if self.follow_sizes and tasks is not None and sum(1 for w, s in tasks.values() if w or s) > 1:
+            tasks = self._local_if_as_soon(job, tasks, domain)
         return tasks
 
-    def _planned_tasks(self, job: Job, placement: JobIntent) -> TaskDict | None:
+    def _planned_tasks(self, job: Job, placement: JobIntent) -> tuple[TaskDict | None, str | None]:
+        """The intent's tasks, fitted (module docstring, rule a), and its domain."""
         index = self.inst.topology.machine_index
         raw = getattr(placement, "tasks", None)
         counts: dict[str, int] = {}
@@ -246,7 +250,7 @@ class _SlotBuilder:
                         ps_counts[h] = s
         planned = sum(counts.values())
         if planned == 0:
-            return None  # the plan keeps this job idle
+            return None, None  # the plan keeps this job idle
         workers = min(max(planned, job.min_workers), job.max_workers)
         domain = getattr(placement, "domain", None)
         if not self.residual.is_node(domain):
@@ -266,13 +270,12 @@ class _SlotBuilder:
             tasks = self._best(job, workers, domain, layout)
         if tasks is None:
             tasks = self._best(job, workers, None, layout)
-        if self.follow_sizes and tasks is not None and sum(1 for w, s in tasks.values() if w or s) > 1:
-            tasks = self._local_if_as_soon(job, tasks, domain)
-        return tasks
+        return tasks, domain
 
     def _local_if_as_soon(self, job: Job, tasks: TaskDict, domain: str) -> TaskDict:
-        """Rule a with ``follow_sizes``: a spread plan gives way to one machine of its domain
-        that finishes the job in no more slots (module docstring)."""
+        """Rules a and b with ``follow_sizes``: tasks over several machines give way to one
+        machine of the plan's domain that finishes the job in no more slots, its restart
+        counted (module docstring)."""
         local = self.residual.best_local(job, workers_of(tasks), within=domain)
         if local is not None and self._slots_to_finish(job, local) <= self._slots_to_finish(job, tasks):
             return local
