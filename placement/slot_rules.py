@@ -227,11 +227,11 @@ class _SlotBuilder:
         tasks, domain = self._planned_tasks(job, placement)
         prev = self.tracker.last.get(job.id)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
-            if self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev):
-                pass  # the intent resizes the job: its size is the decision (rule b')
-            elif tasks is None or not self._gains(job, prev, tasks):
+            # rule b': with follow_sizes, an intent that resizes the job is the decision
+            resized = self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev)
+            if not resized and (tasks is None or not self._gains(job, prev, tasks)):
                 tasks = dict(prev)  # rule b: no gain worth a restart
-        if self.follow_sizes and tasks is not None and sum(1 for w, s in tasks.values() if w or s) > 1:
+        if self.follow_sizes and domain is not None and tasks and sum(1 for w, s in tasks.values() if w or s) > 1:
             tasks = self._local_if_as_soon(job, tasks, domain)
         return tasks
 
