@@ -239,3 +239,66 @@ def test_following_sizes_a_spread_plan_gives_way_to_one_machine_that_finishes_as
         assert len(first) == 1 and next(iter(first))[1:] in {("a0", 8, 8), ("a1", 8, 8)}
     else:
         assert first == planned
+
+
+def test_following_sizes_a_moving_spread_plan_gives_way_to_the_previous_machine():
+    # slot 0: 8 workers on a0 (6 s restart of a 10 s slot: 32 batches). Slot 1's plan grows
+    # the job to 16 over rack tor1, a move: 16 x 4 = 64 batches, not the 80 left. Keeping
+    # a0 (8 x 10 = 80, no restart) completes in slot 1; one machine of tor1 would restart.
+    inst = B.instance(B.two_racks(), B.job("a", work_batches=112, max_workers=16, restart_seconds=6), T=3)
+    intent = Intent(3, [{"a": JobIntent("a0", {"a0": (8, 8)})},
+                        {"a": JobIntent("tor1", {"b0": (8, 8), "b1": (8, 8)})}, {}])
+    schedule = build_schedule(inst, intent, fill=False, follow_sizes=True)
+    assert triples(schedule, 1) == {("a", "a0", 8, 8)}
+    assert score(inst, schedule).jobs[0].completion_slot == 1
+
+
+def test_following_sizes_a_spread_plan_gives_way_to_one_machine_outside_its_domain():
+    # the plan spreads one worker and its PS over rack tor0, whose machines the shorter f0
+    # and f1 (placed first) fill; a machine of tor1 holds both (local: no gradient over
+    # the 1 Gbps link) and is faster
+    full = [B.job(f"f{k}", work_batches=1e6, max_workers=7, ps={"cpu": 15}) for k in range(2)]
+    solo = B.job("s", max_workers=1, gradient_mb=100, batch_seconds=0.1, worker={"gpu": 1, "cpu": 1})
+    inst = B.instance(B.two_racks(), *full, solo, T=1)
+    intent = Intent(1, [{"f0": JobIntent("a0", {"a0": (7, 1)}), "f1": JobIntent("a1", {"a1": (7, 1)}),
+                         "s": JobIntent("tor0", {"a0": (1, 0), "a1": (0, 1)})}])
+    planned = triples(build_schedule(inst, intent, fill=False), 0)
+    assert {t for t in planned if t[0] == "s"} == {("s", "a0", 1, 0), ("s", "a1", 0, 1)}
+    followed = triples(build_schedule(inst, intent, fill=False, follow_sizes=True), 0)
+    s = [t for t in followed if t[0] == "s"]
+    assert len(s) == 1 and s[0][1] in {"b0", "b1"} and s[0][2:] == (1, 1)
+
+
+def test_a_planned_job_is_packed_around_the_previous_tasks_of_the_jobs_after_it():
+    # `lo` ran on a0 in slot 0; in slot 1 the plan puts `hi` (shorter: first) on a0 as well.
+    # a1 holds `hi` just as well, so `hi` goes there and `lo` keeps a0 without a restart.
+    inst = B.instance(B.two_racks(), B.job("hi", arrival=1, work_batches=1000, max_workers=4),
+                      B.job("lo", max_workers=8, restart_seconds=5), T=2)
+    intent = Intent(2, [{"lo": JobIntent("a0", {"a0": (8, 8)})},
+                        {"hi": JobIntent("tor0", {"a0": (4, 4)}), "lo": JobIntent("a0", {"a0": (8, 8)})}])
+    for fill in (False, True):
+        schedule = build_schedule(inst, intent, fill=fill)
+        assert triples(schedule, 1) == {("hi", "a1", 4, 4), ("lo", "a0", 8, 8)}
+        assert score(inst, schedule).reconfigurations == 2  # each job's first start only
+
+
+def test_a_planned_job_takes_a_later_jobs_previous_tasks_when_it_cannot_run_otherwise():
+    # one machine: `lo` held it in slot 0; `hi` (first in slot 1) can run only there
+    inst = B.instance(B.single(), B.job("hi", arrival=1, work_batches=100, max_workers=8),
+                      B.job("lo", max_workers=8), T=2)
+    intent = Intent(2, [{"lo": JobIntent("m0", {"m0": (8, 8)})},
+                        {"hi": JobIntent("m0", {"m0": (8, 8)}), "lo": JobIntent("m0", {"m0": (8, 8)})}])
+    assert triples(build_schedule(inst, intent, fill=False), 1) == {("hi", "m0", 8, 8)}
+
+
+def test_a_job_the_plan_shrinks_goes_back_to_its_previous_tasks_when_nobody_takes_the_room():
+    # slot 0: 16 workers over a0 and b0 (6 s restart: 64 batches). Slot 1's plan shrinks it
+    # to 8 on a0, which restarts (32 batches); nobody else wants the room, and the previous
+    # 16 complete the 100 batches left in slot 1 without a restart (160 >= 100)
+    inst = B.instance(B.two_racks(), B.job("a", work_batches=164, max_workers=16, restart_seconds=6), T=3)
+    spread = {"a0": (8, 8), "b0": (8, 8)}
+    intent = Intent(3, [{"a": JobIntent("spine", spread)}, {"a": JobIntent("a0", {"a0": (8, 8)})}, {}])
+    assert triples(build_schedule(inst, intent, fill=False, follow_sizes=True), 1) == {("a", "a0", 8, 8)}
+    schedule = build_schedule(inst, intent, fill=True, follow_sizes=True)
+    assert triples(schedule, 0) == triples(schedule, 1) == {("a", h, w, s) for h, (w, s) in spread.items()}
+    assert score(inst, schedule).jobs[0].completion_slot == 1
