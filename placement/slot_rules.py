@@ -11,12 +11,6 @@ library (a violation raises RuntimeError: a bug, never an expected outcome).
 
 Rules, per slot t, over the jobs that have arrived and not completed:
 
-0. **Reservations.** The previous task sets of the jobs that ran last slot are reserved
-   first, in the order of rule a (those that still fit), except the sets of jobs the
-   intent stops (an intent without workers). A job's own reservation is lifted in its
-   turn, so a job is packed around the sets of the jobs after it (no gratuitous
-   migration); it takes their capacity only if it cannot run at all otherwise (their
-   reservations are lifted, and those that still fit after it are taken again, in order).
 a. **Planned jobs first**, in weighted shortest-remaining-processing-time order: key
    ``remaining batches x fastest per-batch time / max_workers / weight`` (plain SRPT when
    weights are equal; the weight makes it Smith's rule, since the objective is weighted
@@ -44,9 +38,11 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    not running resumes its previous task set if it fits (no restart), unless a new
    placement finishes it in fewer slots; otherwise it starts with the placement that
    finishes it soonest (then fewest workers, then fastest, local before spread).
-   The reservations of rule 0 not lifted yet still stand, so a starting job is packed
-   around them too, on the same terms. Without fill they are released: only what rules
-   a-c placed runs. Capacity freed by early completions and trims is re-used this way.
+   Before this pass, the previous task sets of jobs not yet placed are reserved in the
+   same order, so a starting job is packed around them (no gratuitous migration); it
+   evicts the reservations of jobs after it in the order only if it cannot start at all
+   otherwise, and an evicted job then looks for room in its own turn.
+   Capacity freed by early completions and trims is re-used this way.
 
 With ``follow_sizes`` (the LP policy on the configuration model, whose intent's worker
 counts are the LP's decision): rule b keeps the previous task set only when the intent
@@ -59,9 +55,9 @@ previous task set (at most as many workers, no restart), else the largest one-ma
 placement in the plan's domain, else in the cluster (at most as many workers), when that
 finishes the job in no more slots (the estimate of rule b, restart counted against the
 tasks kept): the LP's rates are continuous, blind to the slot a job completes in, so it
-may spread or move a job where that slot does not need it (and its partition, POP, may
-hold no one-machine room that the rest of the cluster has), and one machine leaves the
-others' room to the jobs after it.
+may spread or move a job where that slot does not need it (and its POP partition may hold
+no one-machine room that the rest of the cluster has), and one machine leaves the others'
+room to the jobs after it.
 
 Candidate placements come from :class:`placement.capacity.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
@@ -71,7 +67,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from placement import deadline
@@ -175,23 +171,13 @@ class _SlotBuilder:
         for job_id in intended:
             if job_id not in self.inst.job_index:
                 logger.debug("slot %d: intent names unknown job %r; ignored", self.t, job_id)
-        # previous task sets reserved, except those the intent stops: a job planned to run
-        # is packed around the later jobs' sets, and takes one only if it cannot run otherwise
-        reserved = self._reserve([j for j in active if j.id not in intended or self._counts(intended[j.id])[0]])
-        for k, job in enumerate(active):
+        for job in active:
             if job.id in intended:
-                if reserved.pop(job.id, None) is not None:
-                    self.residual.remove(job.id)
                 tasks = self._from_intent(job, intended[job.id])
                 if tasks:
                     self._commit(job, tasks)
-                elif self._counts(intended[job.id])[0]:  # planned to run, no room left
-                    self._evicting(job, reserved, active[k + 1:], lambda: self._from_intent(job, intended[job.id]))
         if fill:
-            self._fill(active, reserved)
-        else:
-            for job_id in reserved:
-                self.residual.remove(job_id)
+            self._fill(active)
         return self.placed
 
     # ----- estimates -----------------------------------------------------------------------
@@ -255,7 +241,17 @@ class _SlotBuilder:
 
     def _planned_tasks(self, job: Job, placement: JobIntent) -> tuple[TaskDict | None, str | None]:
         """The intent's tasks, fitted (module docstring, rule a), and its domain."""
-        counts, ps_counts = self._counts(placement)
+        index = self.inst.topology.machine_index
+        raw = getattr(placement, "tasks", None)
+        counts: dict[str, int] = {}
+        ps_counts: dict[str, int] = {}
+        if isinstance(raw, Mapping):
+            for h, pair in raw.items():
+                if h in index and isinstance(pair, (tuple, list)) and len(pair) == 2:
+                    if (w := _count(pair[0])) > 0:
+                        counts[h] = w
+                    if (s := _count(pair[1])) > 0:
+                        ps_counts[h] = s
         planned = sum(counts.values())
         if planned == 0:
             return None, None  # the plan keeps this job idle
@@ -279,21 +275,6 @@ class _SlotBuilder:
         if tasks is None:
             tasks = self._best(job, workers, None, layout)
         return tasks, domain
-
-    def _counts(self, placement: JobIntent) -> tuple[dict[str, int], dict[str, int]]:
-        """The intent's workers and PSs per known machine (garbage counts as none)."""
-        index = self.inst.topology.machine_index
-        raw = getattr(placement, "tasks", None)
-        counts: dict[str, int] = {}
-        ps_counts: dict[str, int] = {}
-        if isinstance(raw, Mapping):
-            for h, pair in raw.items():
-                if h in index and isinstance(pair, (tuple, list)) and len(pair) == 2:
-                    if (w := _count(pair[0])) > 0:
-                        counts[h] = w
-                    if (s := _count(pair[1])) > 0:
-                        ps_counts[h] = s
-        return counts, ps_counts
 
     def _local_if_as_soon(self, job: Job, tasks: TaskDict, domain: str) -> TaskDict:
         """Rules a and b with ``follow_sizes``: tasks over several machines give way to the
@@ -330,20 +311,15 @@ class _SlotBuilder:
         self.placed[job.id] = tasks
 
     # ----- rule d: fill ------------------------------------------------------------------
-    def _reserve(self, active: list[Job]) -> dict[str, TaskDict]:
-        """The previous task sets of the active jobs, reserved in order (those that fit)."""
+    def _fill(self, active: list[Job]) -> None:
+        """Previous task sets are reserved first (in order), so that a job starting now is
+        packed around them; it evicts lower-priority reservations only if it cannot start
+        otherwise. Then each job in order keeps or grows its tasks, or starts."""
         reserved: dict[str, TaskDict] = {}
         for job in active:
             prev = self.tracker.last.get(job.id)
-            if prev and self.residual.try_place(job, prev):
+            if job.id not in self.placed and prev and self.residual.try_place(job, prev):
                 reserved[job.id] = dict(prev)
-        return reserved
-
-    def _fill(self, active: list[Job], reserved: dict[str, TaskDict]) -> None:
-        """With the previous task sets of the jobs not placed yet still reserved (so that a
-        job starting now is packed around them; it evicts lower-priority reservations only
-        if it cannot start otherwise), each job in order keeps or grows its tasks, or
-        starts."""
         sized = set(self.placed) if self.follow_sizes else set()
         for k, job in enumerate(active):
             if job.id in reserved:
@@ -354,8 +330,6 @@ class _SlotBuilder:
             elif job.id in self.placed:
                 self.residual.remove(job.id)
                 self._settle(job, self.placed.pop(job.id))
-            elif (prev := self.tracker.last.get(job.id)) and self.residual.fits(job, prev):
-                self._settle(job, dict(prev))  # idled by its intent, resumed as it was
             else:
                 self._start(job, reserved, active[k + 1:])
         for job in active:
@@ -381,27 +355,19 @@ class _SlotBuilder:
         it cannot start otherwise (they then look for room in their own turn)."""
         prev = self.tracker.last.get(job.id) or {}
         tasks = self._best(job, job.max_workers, None, prev)
+        lower = [j for j in later if j.id in reserved] if tasks is None and reserved else []
+        if lower:
+            state = self.residual.snapshot()
+            for j in lower:
+                self.residual.remove(j.id)
+            tasks = self._best(job, job.max_workers, None, prev)
+            if tasks is None:
+                self.residual.restore(state)
+                return
+            self._commit(job, tasks)
+            for j in lower:  # re-reserve those that still fit, in order
+                if not self.residual.try_place(j, reserved[j.id]):
+                    del reserved[j.id]
+            return
         if tasks is not None:
             self._commit(job, tasks)
-        else:
-            self._evicting(job, reserved, later, lambda: self._best(job, job.max_workers, None, prev))
-
-    def _evicting(self, job: Job, reserved: dict[str, TaskDict], later: list[Job],
-                  find: Callable[[], TaskDict | None]) -> None:
-        """``find()`` again with the reservations of the jobs ``later`` in the order lifted;
-        if it finds tasks, they are committed, and the lifted reservations that still fit
-        are taken again, in order (the others look for room in their own turn)."""
-        lower = [j for j in later if j.id in reserved]
-        if not lower:
-            return
-        state = self.residual.snapshot()
-        for j in lower:
-            self.residual.remove(j.id)
-        tasks = find()
-        if tasks is None:
-            self.residual.restore(state)
-            return
-        self._commit(job, tasks)
-        for j in lower:  # re-reserve those that still fit, in order
-            if not self.residual.try_place(j, reserved[j.id]):
-                del reserved[j.id]

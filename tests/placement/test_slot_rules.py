@@ -269,28 +269,6 @@ def test_following_sizes_a_spread_plan_gives_way_to_one_machine_outside_its_doma
     assert len(s) == 1 and s[0][1] in {"b0", "b1"} and s[0][2:] == (1, 1)
 
 
-def test_a_planned_job_is_packed_around_the_previous_tasks_of_the_jobs_after_it():
-    # `lo` ran on a0 in slot 0; in slot 1 the plan puts `hi` (shorter: first) on a0 as well.
-    # a1 holds `hi` just as well, so `hi` goes there and `lo` keeps a0 without a restart.
-    inst = B.instance(B.two_racks(), B.job("hi", arrival=1, work_batches=1000, max_workers=4),
-                      B.job("lo", max_workers=8, restart_seconds=5), T=2)
-    intent = Intent(2, [{"lo": JobIntent("a0", {"a0": (8, 8)})},
-                        {"hi": JobIntent("tor0", {"a0": (4, 4)}), "lo": JobIntent("a0", {"a0": (8, 8)})}])
-    for fill in (False, True):
-        schedule = build_schedule(inst, intent, fill=fill)
-        assert triples(schedule, 1) == {("hi", "a1", 4, 4), ("lo", "a0", 8, 8)}
-        assert score(inst, schedule).reconfigurations == 2  # each job's first start only
-
-
-def test_a_planned_job_takes_a_later_jobs_previous_tasks_when_it_cannot_run_otherwise():
-    # one machine: `lo` held it in slot 0; `hi` (first in slot 1) can run only there
-    inst = B.instance(B.single(), B.job("hi", arrival=1, work_batches=100, max_workers=8),
-                      B.job("lo", max_workers=8), T=2)
-    intent = Intent(2, [{"lo": JobIntent("m0", {"m0": (8, 8)})},
-                        {"hi": JobIntent("m0", {"m0": (8, 8)}), "lo": JobIntent("m0", {"m0": (8, 8)})}])
-    assert triples(build_schedule(inst, intent, fill=False), 1) == {("hi", "m0", 8, 8)}
-
-
 def test_a_job_the_plan_shrinks_goes_back_to_its_previous_tasks_when_nobody_takes_the_room():
     # slot 0: 16 workers over a0 and b0 (6 s restart: 64 batches). Slot 1's plan shrinks it
     # to 8 on a0, which restarts (32 batches); nobody else wants the room, and the previous
