@@ -226,10 +226,22 @@ class _SlotBuilder:
             return (self._slots_to_finish(job, tasks), workers_of(tasks), -rate, kind)
         return min(cands, key=key)[0]
 
+    def _previous(self, job: Job) -> TaskDict | None:
+        """The job's tasks of last slot, if it may still run them: a job revised since
+        (``OnlineScheduler.revise``) may have a worker range or PS need they no longer
+        keep (rule 3), and then has nothing to keep."""
+        prev = self.tracker.last.get(job.id)
+        if not prev:
+            return None
+        w = workers_of(prev)
+        if job.min_workers <= w <= job.max_workers and sum(s for _, s in prev.values()) >= job.min_ps(w):
+            return prev
+        return None
+
     # ----- rule a: the intent ----------------------------------------------------------------
     def _from_intent(self, job: Job, placement: JobIntent) -> TaskDict | None:
         tasks, domain = self._planned_tasks(job, placement)
-        prev = self.tracker.last.get(job.id)
+        prev = self._previous(job)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
             # rule b': with follow_sizes, an intent that resizes the job is the decision
             resized = self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev)
@@ -281,7 +293,7 @@ class _SlotBuilder:
         previous task set, else one machine of the plan's domain, else of the cluster, that
         finishes the job in no more slots, restarts counted (module docstring)."""
         soon, most = self._slots_to_finish(job, tasks), workers_of(tasks)
-        prev = self.tracker.last.get(job.id)
+        prev = self._previous(job)
         if prev and workers_of(prev) <= most and self.residual.fits(job, prev) and \
                 self._slots_to_finish(job, prev) <= soon:
             return dict(prev)
@@ -317,7 +329,7 @@ class _SlotBuilder:
         otherwise. Then each job in order keeps or grows its tasks, or starts."""
         reserved: dict[str, TaskDict] = {}
         for job in active:
-            prev = self.tracker.last.get(job.id)
+            prev = self._previous(job)
             if job.id not in self.placed and prev and self.residual.try_place(job, prev):
                 reserved[job.id] = dict(prev)
         sized = set(self.placed) if self.follow_sizes else set()
@@ -341,7 +353,7 @@ class _SlotBuilder:
         """Keep ``current`` (not placed at the moment) or grow it if that finishes sooner;
         with ``back``, first go back to the previous task set (no restart) if it fits and
         finishes sooner."""
-        prev = self.tracker.last.get(job.id)
+        prev = self._previous(job)
         if back and prev and self.residual.fits(job, prev) and self._gains(job, current, prev):
             current = dict(prev)
         if workers_of(current) < job.max_workers:
@@ -353,7 +365,7 @@ class _SlotBuilder:
     def _start(self, job: Job, reserved: dict[str, TaskDict], later: list[Job]) -> None:
         """Start (or move) a job that holds nothing; evict later jobs' reservations only if
         it cannot start otherwise (they then look for room in their own turn)."""
-        prev = self.tracker.last.get(job.id) or {}
+        prev = self._previous(job) or {}
         tasks = self._best(job, job.max_workers, None, prev)
         lower = [j for j in later if j.id in reserved] if tasks is None and reserved else []
         if lower:

@@ -16,7 +16,8 @@ import pytest
 from placement.instance import Job
 from placement.integrations.linear_speed import linear_speed, reference_placements
 from placement.integrations.measured_speed import UNMEASURED, entry_placements, packed
-from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate,
+from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate, replica_limit,
+                                                    speedup_rates,
                                                    speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
 from placement.online.scheduler import OnlineScheduler
@@ -152,6 +153,57 @@ def test_the_adapter_picks_its_source_and_keeps_a_traces_table_per_epoch():
     assert adapter._table("j", info, unfitted, 1, 6, 4, 16) is not first
     fitted = adapter._table("j", info, _SimJob(fitted=True), 1, 6, 4, 16)
     assert fitted.rate(5, 2) == pytest.approx(5.0)     # base 1 x speedup 5, not 5 x 0.9
+
+
+class _AdaptiveApp(_App):
+    max_batch_size, min_local_bsz = 96, 8                # the simulator's limit: 96 // 8 = 12
+
+
+class _AdaptiveJob(_SimJob):
+    application = _AdaptiveApp()
+    target_batch_size = None                             # the batch adapts (Pollux mode)
+
+    def update_local_bsz(self, placement):
+        self.atomic_bsz, self.accum_steps = 8, 0
+
+
+def _concave(nodes, replicas):
+    """A fitted speedup whose parallel efficiency falls to 1/2 at 9 replicas."""
+    replicas = np.asarray(replicas, dtype=float)
+    return replicas / (1 + (replicas - 1) / 8)
+
+
+def test_adaptive_count_reads_the_fitted_speedup_up_to_the_simulators_limit():
+    sim = types.SimpleNamespace(pollux=types.SimpleNamespace(PolluxPolicy=object))
+    adapter = make_adapter(sim, GreedyPolicy(), "adaptive", clock=lambda: 0.0, sim_jobs=dict)
+    job = _AdaptiveJob(fitted=True)
+    # Pollux's own exploration cap (2 x the most replicas profiled) is 2 here: not ours
+    info = types.SimpleNamespace(max_replicas=2, speedup_fn=_concave)
+    assert replica_limit(info, job) == 12
+    rates = speedup_rates(_concave, job, 12, 4)
+    assert rates[8] == pytest.approx(0.5 * 9 * rates[0]) and rates[9] < 0.5 * 10 * rates[0]
+    assert adapter._useful_count("j", info, job, 4) == 9
+    # a linear fit: every replica up to the limit is worth having
+    linear = types.SimpleNamespace(max_replicas=2, speedup_fn=lambda n, r: np.asarray(r, dtype=float))
+    assert adapter._useful_count("j", linear, job, 4) == 12
+    # no fitted model yet: the traces' rates (linear in _App's 0.9^machines model), same limit
+    assert adapter._useful_count("k", info, _AdaptiveJob(fitted=False), 4) == 12
+    # a job whose batch size the simulator fixes keeps the JobInfo's max_replicas
+    fixed = _AdaptiveJob(fitted=True)
+    fixed.target_batch_size = 32
+    assert replica_limit(types.SimpleNamespace(max_replicas=1), fixed) == 1
+
+
+def test_a_job_revised_below_its_running_tasks_keeps_running_with_fewer():
+    # 8 workers in slot 0; the cluster then says only 4 are worth having (max_workers 4):
+    # the previous 8 are not kept (the scheduler would drop them), the job runs with 4
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
+                            lookahead=2, slot_seconds=10)
+    sched.submit(B.job("a", work_batches=10**6, max_workers=8))
+    assert sum(w for w, _ in sched.step(0)["a"].values()) == 8
+    sched.revise(B.job("a", work_batches=10**6, max_workers=4))
+    placed = sched.step(1)
+    assert sched.dropped == [] and sum(w for w, _ in placed["a"].values()) == 4
 
 
 # ----- OnlineScheduler.revise -----------------------------------------------------------------
