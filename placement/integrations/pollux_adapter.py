@@ -14,12 +14,12 @@ is a subclass of the peer's class of the chosen *mode*:
   ``max_replicas``; ``max_workers`` is the most GPUs (on the fewest machines) the job
   uses at a parallel efficiency of at least 1/2 (``measured_speed.useful_count``);
 - ``adaptive`` (``PolluxPolicy``): jobs pick their batch size for each allocation
-  (goodput); ``max_workers`` as above, from the rates the job's table is made of (Pollux's
-  fitted speedup once the job has one), found again every slot, up to the simulator's own
-  limit (:func:`replica_limit`), not Pollux's exploration cap under it (the peer
-  policy's choice, which the simulator holds no policy to: worked out once under that
-  cap, the count froze at its epoch-0 value, jobs never ran on more replicas, so the cap
-  never grew).
+  (goodput); ``max_workers`` as above (from the traces), found again when the job's
+  epoch or profile changes and never lowered, up to the simulator's own limit
+  (:func:`replica_limit`), not Pollux's exploration cap under it (the peer policy's
+  choice, which the simulator holds no policy to: worked out once under that cap, the
+  count froze at its epoch-0 value, jobs never ran on more replicas, so the cap never
+  grew). The speed table itself is Pollux's fitted speedup (below).
 
 Translation, every slot (``PolluxAdapter.optimize``):
 
@@ -233,25 +233,24 @@ class PolluxAdapter:
         return cached[1]
 
     def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
-        """``useful_count`` of the job's rates on the fewest machines (module docstring):
-        in ``tuned`` mode the traces' under the JobInfo's ``max_replicas``, found again
-        when that cap changes; in ``adaptive`` mode the rates of the job's own table source
-        (Pollux's fitted speedup once there is one, else the traces) up to the simulator's
-        limit (:func:`replica_limit`), every slot, since both change with the epoch and
-        every refit."""
+        """``useful_count`` of the job's rates on the fewest machines from the traces (as
+        Optimus+Oracle reads them; module docstring): in ``tuned`` mode under the JobInfo's
+        ``max_replicas``, found again when that cap changes; in ``adaptive`` mode up to the
+        simulator's limit (:func:`replica_limit`), found again when the job's epoch or
+        Pollux's profile of it changes (its batch adapts, so the count grows with the
+        gradient noise), never below a count it was given (no job loses workers to a
+        re-count)."""
         if self.mode == "adaptive":
-            cap = replica_limit(info, sim_job)
-            if self.source == "speedup":
-                rates = speedup_rates(info.speedup_fn, sim_job, cap, per_node)
-                if rates is not None:
-                    return useful_count(rates)
-            key: tuple = (cap, sim_job.epoch)
+            key: tuple = (replica_limit(info, sim_job), sim_job.epoch, len(sim_job.profile))
         else:
             key = (max(1, min(int(info.max_replicas), MAX_REPLICAS)),)
         found = self._useful.get(name)
         if found is None or found[0] != key:
             rates = [progress_rate(sim_job, packed(w, per_node)) for w in range(1, key[0] + 1)]
-            found = self._useful[name] = (key, useful_count(rates) if rates[0] else 1)
+            count = useful_count(rates) if rates[0] else 1
+            if found is not None and self.mode == "adaptive":
+                count = min(key[0], max(count, found[1]))  # never below a count already given
+            found = self._useful[name] = (key, count)
         return found[1]
 
 
@@ -266,20 +265,6 @@ def replica_limit(info: Any, sim_job: Any) -> int:
         return max(1, min(int(info.max_replicas), MAX_REPLICAS))
     app = sim_job.application
     return max(1, min(MAX_REPLICAS, app.max_batch_size // app.min_local_bsz))
-
-
-def speedup_rates(speedup_fn: Any, sim_job: Any, most: int, per_node: int) -> list[float] | None:
-    """Pollux's fitted speedup of W = 1..``most`` replicas on the fewest machines (the
-    ``speedup`` source, relative rates: all ``useful_count`` needs), None without a fitted
-    model (as :func:`speedup_table`) or when the one-replica speedup is not positive."""
-    if speedup_fn is None or sim_job.perf_params is None:
-        return None
-    counts = np.arange(1, most + 1)
-    nodes = -(-counts // per_node)
-    speedup = np.asarray(speedup_fn(nodes, counts), dtype=float).reshape(-1)
-    if not (math.isfinite(speedup[0]) and speedup[0] > 0):
-        return None
-    return [float(x) if math.isfinite(x) and x > 0 else 0.0 for x in speedup]
 
 
 def progress_rate(sim_job: Any, placement: tuple[int, ...]) -> float | None:

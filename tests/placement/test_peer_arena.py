@@ -17,7 +17,6 @@ from placement.instance import Job
 from placement.integrations.linear_speed import linear_speed, reference_placements
 from placement.integrations.measured_speed import UNMEASURED, entry_placements, packed
 from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate, replica_limit,
-                                                    speedup_rates,
                                                    speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
 from placement.online.scheduler import OnlineScheduler
@@ -156,40 +155,42 @@ def test_the_adapter_picks_its_source_and_keeps_a_traces_table_per_epoch():
 
 
 class _AdaptiveApp(_App):
-    max_batch_size, min_local_bsz = 96, 8                # the simulator's limit: 96 // 8 = 12
+    """As _App, each machine after the first costing a factor ``penalty``; the simulator's
+    limit is 96 // 8 = 12 replicas."""
+    max_batch_size, min_local_bsz = 96, 8
+
+    def __init__(self, penalty: float):
+        self.penalty = penalty
+
+    def get_throughput(self, placement, atomic_bsz):
+        return 1 / (sum(placement) * self.penalty ** (len(placement) - 1)), 0.0
 
 
 class _AdaptiveJob(_SimJob):
-    application = _AdaptiveApp()
     target_batch_size = None                             # the batch adapts (Pollux mode)
+
+    def __init__(self, penalty: float):
+        super().__init__(fitted=True)
+        self.application, self.profile = _AdaptiveApp(penalty), {}
 
     def update_local_bsz(self, placement):
         self.atomic_bsz, self.accum_steps = 8, 0
 
 
-def _concave(nodes, replicas):
-    """A fitted speedup whose parallel efficiency falls to 1/2 at 9 replicas."""
-    replicas = np.asarray(replicas, dtype=float)
-    return replicas / (1 + (replicas - 1) / 8)
-
-
-def test_adaptive_count_reads_the_fitted_speedup_up_to_the_simulators_limit():
+def test_adaptive_count_goes_up_to_the_simulators_limit_and_never_down():
     sim = types.SimpleNamespace(pollux=types.SimpleNamespace(PolluxPolicy=object))
     adapter = make_adapter(sim, GreedyPolicy(), "adaptive", clock=lambda: 0.0, sim_jobs=dict)
-    job = _AdaptiveJob(fitted=True)
-    # Pollux's own exploration cap (2 x the most replicas profiled) is 2 here: not ours
-    info = types.SimpleNamespace(max_replicas=2, speedup_fn=_concave)
+    info = types.SimpleNamespace(max_replicas=2)         # Pollux's exploration cap: not ours
+    job = _AdaptiveJob(penalty=0.5)
     assert replica_limit(info, job) == 12
-    rates = speedup_rates(_concave, job, 12, 4)
-    assert rates[8] == pytest.approx(0.5 * 9 * rates[0]) and rates[9] < 0.5 * 10 * rates[0]
-    assert adapter._useful_count("j", info, job, 4) == 9
-    # a linear fit: every replica up to the limit is worth having
-    linear = types.SimpleNamespace(max_replicas=2, speedup_fn=lambda n, r: np.asarray(r, dtype=float))
-    assert adapter._useful_count("j", linear, job, 4) == 12
-    # no fitted model yet: the traces' rates (linear in _App's 0.9^machines model), same limit
-    assert adapter._useful_count("k", info, _AdaptiveJob(fitted=False), 4) == 12
+    # on 4-GPU machines: 8 on (4, 4) run at 8 x 0.5 = 4 >= 8 / 2; 9 on (4, 4, 1) at 2.25 < 4.5
+    assert adapter._useful_count("j", info, job, 4) == 8
+    job.application, job.epoch = _AdaptiveApp(penalty=0.9), 1    # a new epoch: found again
+    assert adapter._useful_count("j", info, job, 4) == 12
+    job.application, job.profile = _AdaptiveApp(penalty=0.5), {(1, 4): 1}   # refit: 8 again,
+    assert adapter._useful_count("j", info, job, 4) == 12        # but never below 12 given
     # a job whose batch size the simulator fixes keeps the JobInfo's max_replicas
-    fixed = _AdaptiveJob(fitted=True)
+    fixed = _AdaptiveJob(penalty=0.9)
     fixed.target_batch_size = 32
     assert replica_limit(types.SimpleNamespace(max_replicas=1), fixed) == 1
 
