@@ -478,8 +478,10 @@ def main(argv: list[str] | None = None) -> int:
         return r, hit, rr
 
     from concurrent.futures import ThreadPoolExecutor
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    from placement.executors import math_threads
+    try:  # each run's process gets its share of the cores for BLAS/OpenMP (unless set)
+        with math_threads(max(1, (os.cpu_count() or 1) // max(1, args.jobs))), \
+                ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             results = list(pool.map(one, tasks))
     except RuntimeError as exc:
         bar.close()
