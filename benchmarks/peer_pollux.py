@@ -376,7 +376,9 @@ def markdown(doc: dict[str, Any]) -> str:
           "- Clairvoyance: our `greedy`, `lp-rounding`, `optimus`, `drf` and `tetris` see each "
           "job's remaining work and its speed table: the true speed in `fixed` and `tuned` modes, "
           "as the peer's Optimus+Oracle does, and in `adaptive` mode the speedup the peer's Pollux "
-          "has fitted (times the true one-GPU rate); `peer:tiresias` and our `fifo` use neither; "
+          "has fitted (times the true one-GPU rate), with each job's useful GPU count from the "
+          "traces and no exploration cap (docs/online.md, 'The GPU count of an adaptive job': "
+          "more than `peer:pollux` knows); `peer:tiresias` and our `fifo` use neither; "
           "our `tiresias` reads only the ratio of a job's spread and local speed (its "
           "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
           ""]
