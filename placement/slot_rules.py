@@ -353,8 +353,8 @@ class _SlotBuilder:
         """Keep ``current`` (not placed at the moment) or grow it if that finishes sooner;
         with ``back``, first go back to the previous task set (no restart) if it fits and
         finishes sooner."""
-        prev = self._previous(job)
-        if back and prev and self.residual.fits(job, prev) and self._gains(job, current, prev):
+        prev = self._previous(job) if back else None
+        if prev and self.residual.fits(job, prev) and self._gains(job, current, prev):
             current = dict(prev)
         if workers_of(current) < job.max_workers:
             grown = self._best(job, job.max_workers, None, current)

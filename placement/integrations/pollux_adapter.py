@@ -243,7 +243,7 @@ class PolluxAdapter:
         if self.mode == "adaptive":
             key: tuple = (replica_limit(info, sim_job), sim_job.epoch, len(sim_job.profile))
         else:
-            key = (max(1, min(int(info.max_replicas), MAX_REPLICAS)),)
+            key = (offered_replicas(info),)
         found = self._useful.get(name)
         if found is None or found[0] != key:
             rates = [progress_rate(sim_job, packed(w, per_node)) for w in range(1, key[0] + 1)]
@@ -254,6 +254,11 @@ class PolluxAdapter:
         return found[1]
 
 
+def offered_replicas(info: Any) -> int:
+    """The JobInfo's ``max_replicas``, at least 1 and at most ``MAX_REPLICAS``."""
+    return max(1, min(int(info.max_replicas), MAX_REPLICAS))
+
+
 def replica_limit(info: Any, sim_job: Any) -> int:
     """The most replicas the simulator lets an adaptive job have: its own limit
     ``min(64, max_batch_size // min_local_bsz)``, the bound of every Pollux JobInfo's
@@ -262,7 +267,7 @@ def replica_limit(info: Any, sim_job: Any) -> int:
     policy to it. A job whose batch size the simulator fixes (``target_batch_size`` set, so
     it does not adapt) keeps the JobInfo's ``max_replicas``."""
     if sim_job.target_batch_size is not None:
-        return max(1, min(int(info.max_replicas), MAX_REPLICAS))
+        return offered_replicas(info)
     app = sim_job.application
     return max(1, min(MAX_REPLICAS, app.max_batch_size // app.min_local_bsz))
 
