@@ -227,16 +227,9 @@ class _SlotBuilder:
         return min(cands, key=key)[0]
 
     def _previous(self, job: Job) -> TaskDict | None:
-        """The job's tasks of last slot, if it may still run them: a job revised since
-        (``OnlineScheduler.revise``) may have a worker range or PS need they no longer
-        keep (rule 3), and then has nothing to keep."""
-        prev = self.tracker.last.get(job.id)
-        if not prev:
-            return None
-        w = workers_of(prev)
-        if job.min_workers <= w <= job.max_workers and sum(s for _, s in prev.values()) >= job.min_ps(w):
-            return prev
-        return None
+        """The job's tasks of last slot (none when a revise made them too large or small:
+        ``OnlineScheduler.revise`` forgets them)."""
+        return self.tracker.last.get(job.id) or None
 
     # ----- rule a: the intent ----------------------------------------------------------------
     def _from_intent(self, job: Job, placement: JobIntent) -> TaskDict | None:

@@ -19,6 +19,7 @@ from placement.integrations.measured_speed import UNMEASURED, entry_placements, 
 from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate, replica_limit,
                                                    speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
+from placement.online.registry import POLICIES, make_policy
 from placement.online.scheduler import OnlineScheduler
 
 from . import builders as B
@@ -195,16 +196,29 @@ def test_adaptive_count_goes_up_to_the_simulators_limit_and_never_down():
     assert replica_limit(types.SimpleNamespace(max_replicas=1), fixed) == 1
 
 
-def test_a_job_revised_below_its_running_tasks_keeps_running_with_fewer():
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_job_revised_below_its_running_tasks_keeps_running_with_fewer(name):
     # 8 workers in slot 0; the cluster then says only 4 are worth having (max_workers 4):
-    # the previous 8 are not kept (the scheduler would drop them), the job runs with 4
+    # the view forgets the previous 8 (the scheduler would drop them), so every policy,
+    # baselines that keep previous sets themselves included, runs the job with at most 4
+    mode = "commit" if name.startswith("oasis") else "reoptimise"
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=make_policy(name),
+                            lookahead=2, slot_seconds=10, mode=mode)
+    sched.submit(B.job("a", work_batches=2000, max_workers=8))
+    assert sum(w for w, _ in sched.step(0)["a"].values()) == 8
+    sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    assert sched.view(1).jobs["a"].previous == {}
+    placed = sched.step(1)
+    assert sched.dropped == [] and 1 <= sum(w for w, _ in placed["a"].values()) <= 4
+
+
+def test_a_revise_the_running_tasks_still_suit_keeps_them_in_view():
     sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
                             lookahead=2, slot_seconds=10)
-    sched.submit(B.job("a", work_batches=10**6, max_workers=8))
-    assert sum(w for w, _ in sched.step(0)["a"].values()) == 8
-    sched.revise(B.job("a", work_batches=10**6, max_workers=4))
-    placed = sched.step(1)
-    assert sched.dropped == [] and sum(w for w, _ in placed["a"].values()) == 4
+    sched.submit(B.job("a", work_batches=2000, max_workers=4))
+    first = sched.step(0)["a"]
+    sched.revise(B.job("a", work_batches=2000, max_workers=6, batch_seconds=0.5))
+    assert sched.view(1).jobs["a"].previous == first
 
 
 # ----- OnlineScheduler.revise -----------------------------------------------------------------
