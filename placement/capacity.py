@@ -33,38 +33,10 @@ import numpy as np
 
 from placement.instance import TOL_FIT, Instance, Job
 from placement.progress import Tasks
+from placement.room import demand_vectors, most_rows, room_each, room_rows
 from placement.spread_search import SpreadSearch
 
 __all__ = ["Residual"]
-
-
-def demand_vectors(job: Job, resources: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(alpha, beta): one worker's and one PS's demand as float vectors over ``resources``."""
-    return (np.array([job.worker.get(r, 0) for r in resources], dtype=float),
-            np.array([job.ps.get(r, 0) for r in resources], dtype=float))
-
-
-_MANY = 10**9  # room of a job whose worker needs none of a machine's resources
-
-
-def room_rows(alpha: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Per row of ``free``: tasks of demand ``alpha`` (a worker's or a PS's) it takes by capacity alone."""
-    need = alpha > 0
-    if not need.any():
-        return np.full(len(free), _MANY, dtype=np.int64)
-    per = np.floor((np.maximum(free[:, need], 0) + TOL_FIT) / alpha[need])
-    return np.minimum(per.min(axis=1), _MANY).astype(np.int64)
-
-
-def _most_rows(need: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Per row of ``free``: how many of the demands ``need[r, k]`` (k = 0, 1, ..., growing in
-    k for every resource r) fit, the first ones: the count k with need[:, k'] <= free + TOL_FIT
-    for every k' < k (the per-resource counts of such entries, at their least)."""
-    room = free + TOL_FIT
-    most = np.full(len(free), need.shape[1], dtype=np.int64)
-    for r in range(len(need)):
-        np.minimum(most, np.searchsorted(need[r], room[:, r], side="right"), out=most)
-    return most
 
 
 class Residual(SpreadSearch):
@@ -307,18 +279,35 @@ class Residual(SpreadSearch):
         room = self._room(job)
         return room.copy() if hs is None else room[hs]
 
-    def worker_room_without(self, job: Job, hs: np.ndarray) -> np.ndarray:
-        """:meth:`worker_room` on machines ``hs`` (ascending) as if ``job`` held nothing:
-        what it holds is added back on paper, so nothing changes and no cached table of
-        other job shapes is invalidated (as a remove and place again would)."""
-        room = self.worker_room(job, hs)
-        entry = self._held.get(job.id)
-        if entry is not None and len(hs):
-            own, use = entry[0], entry[1]
-            pos = np.minimum(np.searchsorted(hs, own), len(hs) - 1)
-            mine = hs[pos] == own
-            room[pos[mine]] = room_rows(self.demand(job)[0], self.free[own[mine]] + use[mine])
-        return room
+    def worker_rooms_without(self, jobs: list[Job], hs: np.ndarray) -> np.ndarray:
+        """Per job (rows): :meth:`worker_room` on machines ``hs`` (ascending) as if the job
+        held nothing: what it holds is added back on paper, so nothing changes and no cached
+        table of other job shapes is invalidated (as a remove and place again would). Jobs
+        of one shape share a row, computed once."""
+        shape_of: dict[bytes, int] = {}
+        tables, rows, at, own, use, alpha_at = [], [], [], [], [], []
+        for row, job in enumerate(jobs):
+            alpha = self.demand(job)[0]
+            key = alpha.tobytes()
+            if key not in shape_of:
+                shape_of[key] = len(tables)
+                tables.append(self._room(job)[hs])
+            rows.append(shape_of[key])
+            entry = self._held.get(job.id)
+            if entry is not None:
+                at.append(np.full(len(entry[0]), row))
+                own.append(entry[0])
+                use.append(entry[1])
+                alpha_at.append(np.broadcast_to(alpha, entry[1].shape))
+        if not jobs:
+            return np.zeros((0, len(hs)), dtype=np.int64)
+        rooms = np.stack(tables)[rows]
+        if own and len(hs):
+            at_a, own_a, use_a, alpha_a = (np.concatenate(x) for x in (at, own, use, alpha_at))
+            pos = np.minimum(np.searchsorted(hs, own_a), len(hs) - 1)
+            mine = hs[pos] == own_a
+            rooms[at_a[mine], pos[mine]] = room_each(alpha_a[mine], self.free[own_a[mine]] + use_a[mine])
+        return rooms
 
     def _room(self, job: Job) -> np.ndarray:
         """``worker_room`` of every machine (the caller must not modify it)."""
@@ -411,7 +400,7 @@ class Residual(SpreadSearch):
             grows = (alpha >= 0).all() and (beta >= 0).all() and (np.diff(ss) >= 0).all()
             self._static[key] = (ws[:, None] * alpha + ss[:, None] * beta).T.copy() if grows else None
         need = self._static[key]
-        return None if need is None else self._kept(key, lambda free: _most_rows(need, free))
+        return None if need is None else self._kept(key, lambda free: most_rows(need, free))
 
     # ----- local or spread (spread placements: placement.spread_search) ----------------------
     def find(self, job: Job, workers: int, *, within: str | None = None,

@@ -23,7 +23,11 @@ a. **Planned jobs first**, in weighted shortest-remaining-processing-time order:
    workers (each worker machine its share first, then the worker machines, then elsewhere
    in the domain). A placement with no workers means "idle". If it does not fit what is left: the most workers (<= W) that
    fit inside the planned domain (local first, then its smallest subtree), else anywhere
-   in the cluster; else the job waits.
+   in the cluster; else the job waits. The plans that fit as planned are placed first
+   (in that order), the others after them (in that order): a plan that does not fit
+   would otherwise take, as its fallback, the room later plans were made for, and their
+   fallbacks the room of plans after them. With ``follow_sizes``, tasks over several
+   machines also wait for the second pass (they may move to one machine, below).
 b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
    the job ran last slot, its previous task set still fits and the new set would not
    finish the job's remaining work in fewer slots (estimate: the new rate kept to the end,
@@ -110,6 +114,9 @@ def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
     return _SlotBuilder(instance, tracker, residual, t, follow_sizes).build(intended or {}, fill)
 
 
+_LATER = object()  # rule a: the plan does not fit as planned; placed after the plans that do
+
+
 def workers_of(tasks: Mapping[str, tuple[int, int]]) -> int:
     return sum(w for w, _ in tasks.values())
 
@@ -171,11 +178,18 @@ class _SlotBuilder:
         for job_id in intended:
             if job_id not in self.inst.job_index:
                 logger.debug("slot %d: intent names unknown job %r; ignored", self.t, job_id)
-        for job in active:
+        later = []
+        for job in active:  # plans that fit as planned, in order; the others after them
             if job.id in intended:
-                tasks = self._from_intent(job, intended[job.id])
-                if tasks:
+                tasks = self._from_intent(job, intended[job.id], defer=True)
+                if tasks is _LATER:
+                    later.append(job)
+                elif tasks:
                     self._commit(job, tasks)
+        for job in later:
+            tasks = self._from_intent(job, intended[job.id])
+            if tasks:
+                self._commit(job, tasks)
         if fill:
             self._fill(active)
         return self.placed
@@ -232,8 +246,10 @@ class _SlotBuilder:
         return self.tracker.last.get(job.id) or None
 
     # ----- rule a: the intent ----------------------------------------------------------------
-    def _from_intent(self, job: Job, placement: JobIntent) -> TaskDict | None:
-        tasks, domain = self._planned_tasks(job, placement)
+    def _from_intent(self, job: Job, placement: JobIntent, defer: bool = False) -> Any:
+        tasks, domain = self._planned_tasks(job, placement, defer)
+        if tasks is _LATER:
+            return _LATER
         prev = self._previous(job)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
             # rule b': with follow_sizes, an intent that resizes the job is the decision
@@ -241,10 +257,12 @@ class _SlotBuilder:
             if not resized and (tasks is None or not self._gains(job, prev, tasks)):
                 tasks = dict(prev)  # rule b: no gain worth a restart
         if self.follow_sizes and domain is not None and tasks and sum(1 for w, s in tasks.values() if w or s) > 1:
+            if defer:
+                return _LATER  # it may move to one machine: after the plans that stay where they are
             tasks = self._local_if_as_soon(job, tasks, domain)
         return tasks
 
-    def _planned_tasks(self, job: Job, placement: JobIntent) -> tuple[TaskDict | None, str | None]:
+    def _planned_tasks(self, job: Job, placement: JobIntent, defer: bool = False) -> tuple[Any, str | None]:
         """The intent's tasks, fitted (module docstring, rule a), and its domain."""
         index = self.inst.topology.machine_index
         raw = getattr(placement, "tasks", None)
@@ -275,6 +293,8 @@ class _SlotBuilder:
             tasks = as_planned if self.residual.fits(job, as_planned) else None
         if tasks is None and layout:
             tasks = self.residual.beside(job, layout, within=domain)
+        if tasks is None and defer:
+            return _LATER, domain
         if tasks is None:
             tasks = self._best(job, workers, domain, layout)
         if tasks is None:
@@ -328,19 +348,32 @@ class _SlotBuilder:
         sized = set(self.placed) if self.follow_sizes else set()
         for k, job in enumerate(active):
             if job.id in reserved:
-                self.residual.remove(job.id)
-                self._settle(job, reserved.pop(job.id))
+                kept = reserved.pop(job.id)
+                if self._stays(job, kept):
+                    self.placed[job.id] = kept
+                else:
+                    self.residual.remove(job.id)
+                    self._settle(job, kept)
             elif job.id in sized:
                 continue  # sized by the intent: grown only with what is left at the end
             elif job.id in self.placed:
-                self.residual.remove(job.id)
-                self._settle(job, self.placed.pop(job.id))
+                if not self._stays(job, self.placed[job.id]):
+                    self.residual.remove(job.id)
+                    self._settle(job, self.placed.pop(job.id))
             else:
                 self._start(job, reserved, active[k + 1:])
         for job in active:
-            if job.id in sized:
+            if job.id in sized and not self._stays(job, self.placed[job.id], back=True):
                 self.residual.remove(job.id)
                 self._settle(job, self.placed.pop(job.id), back=True)
+
+    def _stays(self, job: Job, held: TaskDict, back: bool = False) -> bool:
+        """Would :meth:`_settle` commit ``held`` (placed at the moment) unchanged? Then it
+        stays placed: the answer without taking it out and placing it again."""
+        if workers_of(held) < job.max_workers or self._trim(job, held) is not held:
+            return False
+        prev = self._previous(job) if back else None
+        return not (prev and self._gains(job, held, prev))
 
     def _settle(self, job: Job, current: TaskDict, back: bool = False) -> None:
         """Keep ``current`` (not placed at the moment) or grow it if that finishes sooner;

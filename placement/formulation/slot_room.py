@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.capacity import demand_vectors, room_rows
+from placement.room import demand_vectors, room_rows
 from placement.instance import Instance, Job
 
 __all__ = ["SlotRoom"]

@@ -61,29 +61,34 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
         if group[m[0]] >= 0 and (group[m] == group[m[0]]).all():
             within[group[m[0]]].append((i, m))
     for (jobs, machines), subtrees in zip(parts, within):
-        # each subtree's machines as positions among the partition's (ascending) machines
-        at = [(i, len(m), np.searchsorted(machines, m)) for i, m in subtrees if i != root]
+        subtrees = [(i, m) for i, m in subtrees if i != root]
+        # each subtree as a 0/1 column over the partition's (ascending) machines
+        member = np.zeros((len(machines), len(subtrees)), dtype=np.int64)
+        for k, (_, m) in enumerate(subtrees):
+            member[np.searchsorted(machines, m), k] = 1
+        sizes = member.sum(axis=0).tolist()
+        room = residual.worker_rooms_without([view.jobs[j].job for j in jobs], machines)
+        order = np.argsort(-room, axis=1, kind="stable")[:, :local_k]
+        sums = (np.maximum(room, 0) @ member).tolist()  # free worker slots per subtree, exact ints
         out: dict[str, set[str]] = {}
         later: dict[str, set[str]] = {}
-        for job_id in jobs:
+        for row, job_id in enumerate(jobs):
             state = view.jobs[job_id]
             job = state.job
-            room = residual.worker_room_without(job, machines)  # the partition's machines only
-            chosen: set[str] = set()
             keep: list[str] = []
             if state.previous:
                 keep.append(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
-            order = np.argsort(-room, kind="stable")[:local_k]
-            local = [machine_ids[machines[k]] for k in order if room[k] >= job.min_workers]
-            free = np.maximum(room, 0)
-            sums = [(n, int(free[pos].sum()), i) for i, n, pos in at]
-            sized = sorted((n, -total, i) for n, total, i in sums if total >= job.min_workers)
+            local = [machine_ids[machines[k]] for k in order[row].tolist() if room[row, k] >= job.min_workers]
+            sized = sorted((n, -total, subtrees[k][0]) for k, (n, total) in enumerate(zip(sizes, sums[row]))
+                           if total >= job.min_workers)
             picked = sized[:spread_k]
             keep += local[:1] if not keep else []
             keep += [topo.nodes[i] for _, _, i in picked[:1]]
-            chosen.update(keep, local, (topo.nodes[i] for _, _, i in picked))
+            chosen = set(keep)
+            chosen.update(local, (topo.nodes[i] for _, _, i in picked))
             if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
                 chosen.add(topo.root_id)
             out[job_id] = chosen
             later[job_id] = set(keep) or chosen
         yield out, later
+

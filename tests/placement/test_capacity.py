@@ -371,3 +371,25 @@ def test_try_place_takes_what_fits_in_one_pass_and_leaves_the_rest_untouched():
     twin.place(b, {"m0": (2, 0), "m1": (2, 1)})
     np.testing.assert_array_equal(res.free, twin.free)
     np.testing.assert_array_equal(res.link_free, twin.link_free)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fractional(), st.data())
+def test_rooms_without_a_job_are_the_rooms_after_taking_it_out(inst, data):
+    """worker_rooms_without (the candidate step's bulk answer) equals, job by job, the room
+    measured after really removing the job, on a subset of machines."""
+    res = Residual(inst)
+    for job in inst.jobs:
+        if data.draw(st.booleans()):
+            tasks = res.best_spread(job, data.draw(st.integers(1, 9))) or res.best_local(job, 9)
+            if tasks:
+                res.place(job, tasks)
+    n = len(inst.topology.machines)
+    hs = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1))), dtype=np.int64)
+    rooms = res.worker_rooms_without(list(inst.jobs), hs)
+    for row, job in enumerate(inst.jobs):
+        state = res.snapshot()
+        res.remove(job.id)
+        assert rooms[row].tolist() == res.worker_room(job, hs).tolist()
+        res.restore(state)
+    assert res.worker_rooms_without([], hs).shape == (0, len(hs))

@@ -280,3 +280,15 @@ def test_a_job_the_plan_shrinks_goes_back_to_its_previous_tasks_when_nobody_take
     schedule = build_schedule(inst, intent, fill=True, follow_sizes=True)
     assert triples(schedule, 0) == triples(schedule, 1) == {("a", h, w, s) for h, (w, s) in spread.items()}
     assert score(inst, schedule).jobs[0].completion_slot == 1
+
+
+def test_a_plan_that_does_not_fit_does_not_take_the_room_of_a_later_plan():
+    # a and b (before c in the order: less work) are both planned on m0, which holds one of
+    # them; c is planned on m1. b's plan fails, and its fallback must not take m1 from c:
+    # the plans that fit go first, then b looks for what is left (nothing: it waits)
+    inst = B.instance(B.star(), B.job("a", work_batches=1000, max_workers=8),
+                      B.job("b", work_batches=2000, max_workers=8),
+                      B.job("c", work_batches=9000, max_workers=8), T=1)
+    plan = {j: JobIntent(h, {h: (8, 8)}) for j, h in (("a", "m0"), ("b", "m0"), ("c", "m1"))}
+    schedule = build_schedule(inst, every_slot(inst, plan))
+    assert triples(schedule, 0) == {("a", "m0", 8, 8), ("c", "m1", 8, 8)}
