@@ -26,8 +26,10 @@ a. **Planned jobs first**, in weighted shortest-remaining-processing-time order:
    in the cluster; else the job waits. The plans that fit as planned are placed first
    (in that order), the others after them (in that order): a plan that does not fit
    would otherwise take, as its fallback, the room later plans were made for, and their
-   fallbacks the room of plans after them. With ``follow_sizes``, tasks over several
-   machines also wait for the second pass (they may move to one machine, below).
+   fallbacks the room of plans after them. A job whose previous task set still fits is
+   decided in the first pass (rule b may keep that set before later plans take it). With
+   ``follow_sizes``, a plan over several machines is placed in the first pass and may
+   move to one machine (below) in the second, after the other plans.
 b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
    the job ran last slot, its previous task set still fits and the new set would not
    finish the job's remaining work in fewer slots (estimate: the new rate kept to the end,
@@ -178,18 +180,27 @@ class _SlotBuilder:
         for job_id in intended:
             if job_id not in self.inst.job_index:
                 logger.debug("slot %d: intent names unknown job %r; ignored", self.t, job_id)
-        later = []
+        later: set[str] = set()
+        moves: dict[str, tuple[TaskDict, str]] = {}
         for job in active:  # plans that fit as planned, in order; the others after them
             if job.id in intended:
-                tasks = self._from_intent(job, intended[job.id], defer=True)
+                tasks, move = self._from_intent(job, intended[job.id], defer=True)
                 if tasks is _LATER:
-                    later.append(job)
+                    later.add(job.id)
                 elif tasks:
                     self._commit(job, tasks)
-        for job in later:
-            tasks = self._from_intent(job, intended[job.id])
-            if tasks:
-                self._commit(job, tasks)
+                    if move is not None:
+                        moves[job.id] = (tasks, move)
+        for job in active:  # in order again: the plans that did not fit, and the moves
+            if job.id in later:
+                tasks, _ = self._from_intent(job, intended[job.id])
+                if tasks:
+                    self._commit(job, tasks)
+            elif job.id in moves:
+                tasks, domain = moves[job.id]
+                self.residual.remove(job.id)
+                del self.placed[job.id]
+                self._commit(job, self._local_if_as_soon(job, tasks, domain))
         if fill:
             self._fill(active)
         return self.placed
@@ -246,10 +257,18 @@ class _SlotBuilder:
         return self.tracker.last.get(job.id) or None
 
     # ----- rule a: the intent ----------------------------------------------------------------
-    def _from_intent(self, job: Job, placement: JobIntent, defer: bool = False) -> Any:
+    def _from_intent(self, job: Job, placement: JobIntent, defer: bool = False) -> tuple[Any, str | None]:
+        """Rules a and b for one planned job: its tasks, or ``_LATER`` when ``defer`` and
+        the plan does not fit as planned (unless the job's previous tasks fit: rule b then
+        decides now, before later plans can take them); and, when ``defer``, the domain of
+        a spread plan that may still move to one machine (done in the second pass)."""
+        prev = self._previous(job)
+        if defer and prev and not self.residual.fits(job, prev):
+            prev = None
+        defer = defer and prev is None
         tasks, domain = self._planned_tasks(job, placement, defer)
         if tasks is _LATER:
-            return _LATER
+            return _LATER, None
         prev = self._previous(job)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
             # rule b': with follow_sizes, an intent that resizes the job is the decision
@@ -258,9 +277,9 @@ class _SlotBuilder:
                 tasks = dict(prev)  # rule b: no gain worth a restart
         if self.follow_sizes and domain is not None and tasks and sum(1 for w, s in tasks.values() if w or s) > 1:
             if defer:
-                return _LATER  # it may move to one machine: after the plans that stay where they are
+                return tasks, domain  # placed now; it may move to one machine after the other plans
             tasks = self._local_if_as_soon(job, tasks, domain)
-        return tasks
+        return tasks, None
 
     def _planned_tasks(self, job: Job, placement: JobIntent, defer: bool = False) -> tuple[Any, str | None]:
         """The intent's tasks, fitted (module docstring, rule a), and its domain."""

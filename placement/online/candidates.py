@@ -91,4 +91,3 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
             out[job_id] = chosen
             later[job_id] = set(keep) or chosen
         yield out, later
-

@@ -45,6 +45,27 @@ class JobRecord:
     def view_state(self) -> JobState:
         return JobState(self.job, self.done, self.attained, dict(self.previous), self.last_ran)
 
+    def forget_what_it_cannot_run(self) -> None:
+        """After a revise (or resuming an older checkpoint): the previous tasks when the job's
+        worker range or PS need no longer holds them, and a commitment holding such a set
+        (commit mode then commits the job again); every policy then places it afresh instead
+        of keeping a set the scheduler would drop. ``last_ran`` stays: it did run then."""
+        if self.previous and not _runs(self.job, self.previous):
+            self.previous = {}
+        if self.commitment and not all(_runs(self.job, v) for v in self.commitment.values() if v):
+            self.commitment = None
+
+
+def _runs(job: Job, tasks: Mapping) -> bool:
+    """Whether ``job`` may run ``tasks`` by its worker range and PS need; True for a set too
+    malformed to count (the scheduler refuses it, with its reason, when its slot comes)."""
+    try:
+        workers = sum(int(w) for w, _ in tasks.values())
+        ps = sum(int(s) for _, s in tasks.values())
+    except (TypeError, ValueError, AttributeError):
+        return True
+    return job.min_workers <= workers <= job.max_workers and ps >= job.min_ps(workers)
+
 
 class Checkpointing:
     """The checkpoint methods of :class:`~placement.online.scheduler.OnlineScheduler`
@@ -103,6 +124,7 @@ class Checkpointing:
                     job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
                     raw["last_ran"], None if raw["commitment"] is None else
                     {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
+                sched._jobs[job.id].forget_what_it_cannot_run()  # a state written before revise forgot them
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
             sched._last_t = state["last_slot"]
             sched.drops_total = int(state["drops_total"])

@@ -32,7 +32,7 @@ class JobState:
     job: Job                 # ``arrival`` is the slot the job was submitted in
     done: float              # batches done so far (as reported by the cluster)
     attained: float          # worker-seconds served so far (for least-attained-service policies)
-    previous: TaskDict       # tasks in the previous slot ({} if it did not run then)
+    previous: TaskDict       # tasks in the previous slot ({} if it did not run then, or a revise made them unrunnable)
     last_ran: int | None     # last slot in which it had workers
 
     @property

@@ -205,10 +205,7 @@ class OnlineScheduler(Checkpointing):
             raise ValueError(f"job {job.id!r}: revise cannot move its arrival slot "
                              f"({entry.job.arrival} -> {job.arrival})")
         entry.job = job
-        if entry.previous and not _still_runs(job, entry.previous):
-            entry.previous = {}  # every policy then sees a job to place afresh, not one to keep
-        if entry.commitment and not all(_still_runs(job, v) for v in entry.commitment.values()):
-            entry.commitment = None  # commit mode: a plan the revised job cannot run is redone
+        entry.forget_what_it_cannot_run()
         if self._why_unrunnable(job, self._topology):
             self._unrunnable.add(job.id)
         else:
@@ -383,12 +380,6 @@ class OnlineScheduler(Checkpointing):
             logger.debug("slot %d: job %s committed for %d slots", view.t, job_id, len(commitment))
         else:
             logger.info("slot %d: the policy rejected job %s; it will not run", view.t, job_id)
-
-def _still_runs(job: Job, tasks: TaskDict) -> bool:
-    """Whether ``job`` (as revised) may keep ``tasks``: its worker range and PS need."""
-    workers = sum(w for w, _ in tasks.values())
-    return job.min_workers <= workers <= job.max_workers and \
-        sum(s for _, s in tasks.values()) >= job.min_ps(workers)
 
 
 def _is_count(x: Any) -> bool:

@@ -221,6 +221,57 @@ def test_a_revise_the_running_tasks_still_suit_keeps_them_in_view():
     assert sched.view(1).jobs["a"].previous == first
 
 
+class _Planner:
+    """A committing policy with a fixed plan shape (an idle slot in it)."""
+    name = "planner"
+
+    def __init__(self, plan=None):
+        self.calls, self.plan = 0, plan
+
+    def commit(self, view, job_id, reserved):
+        self.calls += 1
+        t = view.t
+        return self.plan(t) if self.plan else {t: {"m0": (2, 2)}, t + 1: {}, t + 2: {"m0": (2, 2)}}
+
+
+def test_a_revise_keeps_a_commitment_it_can_still_run_and_survives_a_malformed_one():
+    policy = _Planner()
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=policy, slot_seconds=10, mode="commit")
+    sched.submit(B.job("a", max_workers=8))
+    sched.step(0)
+    sched.revise(B.job("a", max_workers=8, batch_seconds=0.5))  # speed only: the plan still runs
+    assert sched.step(1) == {} and policy.calls == 1  # its idle slot kept, not committed again
+    # a buggy policy's plan holds a malformed entry: revise does not crash; the scheduler
+    # refuses the entry, with its reason, when its slot comes
+    bad = _Planner(lambda t: {t: {"m0": (2, 2)}, t + 1: {"m0": 3}})
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=bad, slot_seconds=10, mode="commit")
+    sched.submit(B.job("a", max_workers=8))
+    sched.step(0)
+    sched.revise(B.job("a", max_workers=4))
+    assert sched.step(1) == {} and "not a pair" in sched.dropped[0].reason
+
+
+def test_resuming_a_state_forgets_tasks_the_job_can_no_longer_run():
+    # a state written before revise forgot them (an older release): 8 workers kept for a job
+    # revised to at most 4; the resumed scheduler runs it with 4 instead of dropping the 8
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(), lookahead=2, slot_seconds=10)
+    sched.submit(B.job("a", work_batches=2000, max_workers=8))
+    sched.step(0)
+    state = json.loads(json.dumps(sched.state()))
+    state["jobs"][0]["job"]["max_workers"] = 4
+    resumed = OnlineScheduler.from_state(state, GreedyPolicy())
+    assert resumed.view(1).jobs["a"].previous == {}
+    placed = resumed.step(1)
+    assert resumed.dropped == [] and sum(w for w, _ in placed["a"].values()) == 4
+
+
+def test_tiresias_runs_a_job_built_with_no_minimum():
+    from placement.online.baselines.tiresias import Tiresias
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=Tiresias(), slot_seconds=10)
+    sched.submit(B.job("z", min_workers=0, max_workers=4))
+    assert sum(w for w, _ in sched.step(0)["z"].values()) == 4
+
+
 # ----- OnlineScheduler.revise -----------------------------------------------------------------
 def test_revise_keeps_progress_and_history_and_checks_the_job():
     sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),

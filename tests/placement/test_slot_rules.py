@@ -11,7 +11,7 @@ from placement.instance import Instance
 from placement.capacity import Residual
 from placement.intent import JobIntent, Intent
 from placement.progress import ProgressTracker
-from placement.slot_rules import build_schedule, shrink
+from placement.slot_rules import build_schedule, decide_slot, shrink
 from placement.topology import Link, Machine, Switch, Topology
 
 from . import builders as B
@@ -292,3 +292,28 @@ def test_a_plan_that_does_not_fit_does_not_take_the_room_of_a_later_plan():
     plan = {j: JobIntent(h, {h: (8, 8)}) for j, h in (("a", "m0"), ("b", "m0"), ("c", "m1"))}
     schedule = build_schedule(inst, every_slot(inst, plan))
     assert triples(schedule, 0) == {("a", "m0", 8, 8), ("c", "m1", 8, 8)}
+
+
+def test_a_running_job_whose_plan_does_not_fit_keeps_its_tasks_before_later_plans_take_them():
+    # j1 ran on m0; its plan (m1) collides with j0's, and j2 (later in the order) is planned on
+    # m0: rule b keeps j1 on m0 in the first pass, so the later plan cannot take it
+    inst = B.instance(B.star(), B.job("j0", work_batches=1000), B.job("j1", work_batches=2000, restart_seconds=5),
+                      B.job("j2", work_batches=9000), T=3)
+    plan = {"j0": JobIntent("m1", {"m1": (8, 8)}), "j1": JobIntent("m1", {"m1": (8, 8)}),
+            "j2": JobIntent("m0", {"m0": (8, 8)})}
+    tracker = ProgressTracker(inst)
+    tracker.advance(0, {"j1": {"m0": (8, 8)}})
+    for fill in (False, True):
+        assert decide_slot(inst, tracker, 1, plan, fill=fill) == {"j0": {"m1": (8, 8)}, "j1": {"m0": (8, 8)}}
+
+
+def test_a_spread_plan_that_fits_keeps_its_place_in_the_order():
+    # j0 (first) is planned over m0 and m1; with follow_sizes it may move to one machine, but
+    # only after the other plans: it is placed as planned first, so later plans cannot take
+    # its room, and then moves to a whole machine when that finishes it as soon
+    inst = B.instance(B.star(), B.job("j0", work_batches=1000), B.job("j1", work_batches=2000),
+                      B.job("j2", work_batches=9000), T=3)
+    plan = {"j0": JobIntent("sw", {"m0": (4, 4), "m1": (4, 4)}), "j1": JobIntent("m0", {"m0": (8, 8)}),
+            "j2": JobIntent("m1", {"m1": (8, 8)})}
+    placed = decide_slot(inst, ProgressTracker(inst), 0, plan, fill=True, follow_sizes=True)
+    assert "j0" in placed and sum(w for w, _ in placed["j0"].values()) == 8

@@ -125,7 +125,7 @@ class Tiresias:
         if self._gang_topology is not view.instance.topology:  # the cluster changed
             self._gang = {}
             self._gang_topology = view.instance.topology
-        if not job.min_workers <= self._gang.get(job.id, 0) <= job.max_workers:  # new, or revised
+        if job.id not in self._gang or not job.min_workers <= self._gang[job.id] <= job.max_workers:  # new, or revised
             self._gang[job.id] = min(job.max_workers,
                                      max(job.min_workers, view.residual().max_workers_that_fit(job)))
         count = self._gang[job.id]
