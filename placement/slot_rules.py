@@ -263,13 +263,10 @@ class _SlotBuilder:
         decides now, before later plans can take them); and, when ``defer``, the domain of
         a spread plan that may still move to one machine (done in the second pass)."""
         prev = self._previous(job)
-        if defer and prev and not self.residual.fits(job, prev):
-            prev = None
-        defer = defer and prev is None
+        defer = defer and not (prev and self.residual.fits(job, prev))
         tasks, domain = self._planned_tasks(job, placement, defer)
         if tasks is _LATER:
             return _LATER, None
-        prev = self._previous(job)
         if prev and canonical(prev) != canonical(tasks or {}) and self.residual.fits(job, prev):
             # rule b': with follow_sizes, an intent that resizes the job is the decision
             resized = self.follow_sizes and tasks is not None and workers_of(tasks) != workers_of(prev)
