@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Instance, Job
+from placement.instance import TOL_FIT, Instance, Job, cluster_cache
 from placement.progress import Tasks
 from placement.room import demand_vectors, most_rows, room_each, room_rows
 from placement.spread_search import SpreadSearch
@@ -44,48 +44,21 @@ class Residual(SpreadSearch):
     and the tasks of every job placed so far (so that ``remove`` can undo them)."""
 
     def __init__(self, instance: Instance):
-        topo = instance.topology
         self.instance = instance
-        res = instance.resources
-        self.machine_ids = tuple(m.id for m in topo.machines)
-        self.cap = instance.capacity_matrix  # read-only, shared per topology; free is a copy
+        # the tree's tables, the same for every Residual of this cluster: built once
+        self.__dict__.update(_tree_tables(instance))
         self.free = self.cap.copy()
-        self.link_cap = np.array([l.gbps for l in topo.links], dtype=float)
         self.link_free = self.link_cap.copy()
-        self.local_gbps = np.array([m.local_gbps for m in topo.machines], dtype=float)
-        anc, depth, up_link = topo.ancestor_table
-        self._anc, self._depth, self._up_link = anc, depth, up_link
-        self._node_index = {n: i for i, n in enumerate(topo.nodes)}
-        self._node_depth = np.array([topo.depth(n) for n in topo.nodes], dtype=np.int64)
-        # _up[h][i]: the i-th link on the way up from machine h (its own uplink first)
-        self._up = [up_link[anc[h, depth[h]:0:-1]] for h in range(len(self.machine_ids))]
-        below: list[list[int]] = [[] for _ in topo.nodes]
-        for h in range(len(self.machine_ids)):
-            for a in anc[h, : depth[h] + 1]:
-                below[a].append(h)
-        self._below = [np.array(b, dtype=np.int64) for b in below]
-        n_machines = len(self.machine_ids)
-        # switches (and machines with children) that can hold a spread job, smallest first
-        self._spread_nodes = sorted((i for i in range(len(topo.nodes)) if len(below[i]) > 1),
-                                    key=lambda i: (len(below[i]), -self._node_depth[i], i))
-        self._all = np.arange(n_machines, dtype=np.int64)
-        self._vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._lists: dict[str, tuple[list[float], list[float]]] = {}
         self._held: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]] = {}
-        # the same tables as Python lists, for the per-task loops of fits and the greedy fill
-        self._anc_rows = anc.tolist()
-        self._up_rows = [u.tolist() for u in self._up]
-        self._depths = depth.tolist()
-        self._scale = np.where(self.cap > 0, self.cap, 1.0)
-        self._static: dict = {}  # tables that depend on the tree or a job shape only
+        n_machines = len(self.machine_ids)
         # speed (module docstring): a version bumped by every change, per machine the version
         # that last changed it, per node whether its free-capacity sum is current, the
         # per-machine tables kept per job shape, and memos emptied on every change
         self._version = 0
         self._stamp = np.zeros(n_machines, dtype=np.int64)
         self._rooms: dict[object, list] = {}
-        self._node_free = np.zeros((len(topo.nodes), len(res)))
-        self._node_free_ok = np.zeros(len(topo.nodes), dtype=bool)
+        self._node_free = np.zeros((len(self._node_index), len(instance.resources)))
+        self._node_free_ok = np.zeros(len(self._node_index), dtype=bool)
         self._memo: dict = {}
         self._link_memo: dict = {}  # the same for what depends on the links' free bandwidth only
 
@@ -126,9 +99,10 @@ class Residual(SpreadSearch):
     # ----- rules 1 and 4 -----------------------------------------------------------------
     def demand(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): one worker's and one PS's demand as vectors over the resources."""
-        if job.id not in self._vectors:
-            self._vectors[job.id] = demand_vectors(job, self.instance.resources)
-        return self._vectors[job.id]
+        entry = self._demands.get(job.id)
+        if entry is None or entry[0] is not job:
+            entry = self._demands[job.id] = _demand_entry(job, self.instance.resources, self._demands)
+        return entry[1]
 
     def _arrays(self, tasks: Tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         items = [(self.instance.topology.machine_index[h], w, s) for h, (w, s) in tasks.items()
@@ -208,10 +182,10 @@ class Residual(SpreadSearch):
 
     def _demand_lists(self, job: Job) -> tuple[list[float], list[float]]:
         """``demand`` as lists of Python floats (kept per job id, as ``demand`` is)."""
-        if job.id not in self._lists:
-            alpha, beta = self.demand(job)
-            self._lists[job.id] = (alpha.tolist(), beta.tolist())
-        return self._lists[job.id]
+        entry = self._demands.get(job.id)
+        if entry is None or entry[0] is not job:
+            entry = self._demands[job.id] = _demand_entry(job, self.instance.resources, self._demands)
+        return entry[2]
 
     def place(self, job: Job, tasks: Tasks) -> None:
         """Take the resources and link bandwidth of ``tasks``; raises if they do not fit."""
@@ -417,3 +391,58 @@ class Residual(SpreadSearch):
                   (self.best_local(job, job.max_workers, within=where),
                    self.best_spread(job, job.max_workers, within=where)) if t is not None]
         return max(counts, default=0)
+
+
+def _tree_tables(instance: Instance) -> dict:
+    """Residual's read-only tables of the tree (and of job shapes: ``_static``, demands per
+    job), kept per cluster and resource list (:func:`placement.instance.cluster_cache`):
+    a slot's decision builds several Residuals (the slot rules, the select step's window
+    cost, the candidate step), and each used to rebuild them (12-17 ms at 2,000 machines)."""
+    store = cluster_cache(instance.topology)
+    key = ("residual", instance.resources)
+    if key in store:
+        return store[key]
+    topo = instance.topology
+    cap = instance.capacity_matrix  # read-only, shared per topology; free is a copy
+    n_machines = len(topo.machines)
+    anc, depth, up_link = topo.ancestor_table
+    node_depth = np.array([topo.depth(n) for n in topo.nodes], dtype=np.int64)
+    # up[h][i]: the i-th link on the way up from machine h (its own uplink first)
+    up = [up_link[anc[h, depth[h]:0:-1]] for h in range(n_machines)]
+    below: list[list[int]] = [[] for _ in topo.nodes]
+    for h in range(n_machines):
+        for a in anc[h, : depth[h] + 1]:
+            below[a].append(h)
+    link_cap = np.array([l.gbps for l in topo.links], dtype=float)
+    local_gbps = np.array([m.local_gbps for m in topo.machines], dtype=float)
+    for table in (link_cap, local_gbps):
+        table.flags.writeable = False
+    store[key] = tables = {
+        "machine_ids": tuple(m.id for m in topo.machines), "cap": cap, "link_cap": link_cap,
+        "local_gbps": local_gbps, "_anc": anc, "_depth": depth, "_up_link": up_link,
+        "_node_index": {n: i for i, n in enumerate(topo.nodes)}, "_node_depth": node_depth, "_up": up,
+        "_below": [np.array(b, dtype=np.int64) for b in below],
+        # switches (and machines with children) that can hold a spread job, smallest first
+        "_spread_nodes": sorted((i for i in range(len(topo.nodes)) if len(below[i]) > 1),
+                                key=lambda i: (len(below[i]), -node_depth[i], i)),
+        "_all": np.arange(n_machines, dtype=np.int64),
+        # the same tables as Python lists, for the per-task loops of fits and the greedy fill
+        "_anc_rows": anc.tolist(), "_up_rows": [u.tolist() for u in up], "_depths": depth.tolist(),
+        "_scale": np.where(cap > 0, cap, 1.0),
+        "_static": {},  # tables that depend on the tree or a job shape only
+        "_demands": {},  # job id -> (job, (alpha, beta), the same as lists): _demand_entry
+    }
+    return tables
+
+
+#: a cluster's demand cache is emptied past this many jobs (a long simulation sees many)
+_DEMANDS_KEPT = 100_000
+
+
+def _demand_entry(job: Job, resources: tuple[str, ...], cache: dict) -> tuple:
+    """(job, (alpha, beta), (alpha, beta) as lists of floats) for the cluster's demand
+    cache, kept while ``job`` is the very object asked about (a revised job is a new one)."""
+    if len(cache) >= _DEMANDS_KEPT:
+        cache.clear()
+    alpha, beta = demand_vectors(job, resources)
+    return job, (alpha, beta), (alpha.tolist(), beta.tolist())

@@ -181,8 +181,11 @@ class Instance:
             if r in self.resources[:i]:
                 fail(join("resources", i), f"duplicate resource {r!r}", InstanceError)
         declared = set(self.resources)
-        for i, m in enumerate(self.topology.machines):
-            self._check_names(m.capacity, f"topology.machines[{i}].capacity", declared)
+        checked = cluster_cache(self.topology).setdefault("names checked", set())
+        if self.resources not in checked:  # once per cluster: an online decision builds many instances on it
+            for i, m in enumerate(self.topology.machines):
+                self._check_names(m.capacity, f"topology.machines[{i}].capacity", declared)
+            checked.add(self.resources)
         fits = self._fit_all()
         seen: set[str] = set()
         for i, job in enumerate(self.jobs):

@@ -32,12 +32,11 @@ for per-slot decisions; it is then a planning model, as are restricted domains.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from placement import deadline
-from placement.formulation.domains import Domains, FitTable, local_gbps, subtrees
+from placement.formulation.config_options import counts_of, options
+from placement.formulation.domains import Domains, subtrees
 from placement.formulation.progress_block import ProgressBlock, geometric_buckets
 from placement.formulation.rows import Rows, packing_rows
 from placement.formulation.slot_room import SlotRoom
@@ -55,22 +54,7 @@ BUCKETS = ("slots", "geometric")
 
 def worker_counts(job: Job, most: int, counts: str) -> list[int]:
     """The worker counts of a domain that holds at most ``most`` workers of ``job``."""
-    return _worker_counts(job.min_workers, job.max_workers, most, counts)
-
-
-def _worker_counts(min_workers: int, max_workers: int, most: int, counts: str) -> list[int]:
-    top = min(max_workers, most)
-    if top < min_workers:
-        return []
-    if counts == "all":
-        return list(range(min_workers, top + 1))
-    picked = {min_workers, top}
-    w = 1
-    while w < top:
-        if w > min_workers:
-            picked.add(w)
-        w *= 2
-    return sorted(picked)
+    return list(counts_of(job.min_workers, job.max_workers, most, counts))
 
 
 def config_rate(instance: Instance, job: Job, workers: int, local: bool, h: int) -> float:
@@ -124,79 +108,6 @@ class ConfigurationDecoder:
         return intent
 
 
-def _counts_rows(min_workers: int, max_workers: int, most: np.ndarray, counts: str) -> np.ndarray:
-    """Per entry of ``most``: :func:`worker_counts` of a domain holding that many workers,
-    padded with -1; computed once per distinct value (few: one per machine kind)."""
-    clipped = np.minimum(most, max_workers)
-    values = sorted(set(clipped.tolist()))  # a handful: cheaper than np.unique
-    lists = [_counts_of(min_workers, max_workers, v, counts) for v in values]
-    table = np.full((len(lists), max(1, max(map(len, lists), default=0))), -1, dtype=np.int64)
-    for i, ws in enumerate(lists):
-        table[i, : len(ws)] = ws
-    return table[np.searchsorted(values, clipped)] if values else table[:0]
-
-
-@functools.lru_cache(maxsize=65536)
-def _counts_of(min_workers: int, max_workers: int, most: int, counts: str) -> tuple[int, ...]:
-    return tuple(_worker_counts(min_workers, max_workers, most, counts))
-
-
-_MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
-
-
-def _min_ps(job: Job) -> np.ndarray:
-    """``job.min_ps(W)`` for W = 0..max_workers as floats, kept per (worker_gbps, ps_gbps,
-    max_workers): min_ps depends on nothing else."""
-    key = (job.worker_gbps, job.ps_gbps, job.max_workers)
-    row = _MIN_PS.get(key)
-    if row is None:
-        if len(_MIN_PS) >= 4096:
-            _MIN_PS.clear()
-        row = np.array([job.min_ps(w) for w in range(job.max_workers + 1)], dtype=float)
-        row.flags.writeable = False
-        _MIN_PS[key] = row
-    return row
-
-
-def job_configurations(instance: Instance, job: Job, kinds: FitTable, doms: Domains, allowed: np.ndarray,
-                       counts: str, splits: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The configurations of ``job`` (``kinds``: its :func:`fit_kinds`) over domains
-    ``allowed`` (ascending), in domain then W order: their domains, worker counts, batches
-    per slot (dt x :func:`config_rate`) and machine splits (indices into ``splits``, to which
-    each spread domain's machines that hold a task are appended; -1 for a local domain)."""
-    dt, which = instance.slot_seconds, instance.machine_kinds[1]
-    local = allowed[doms.is_local[allowed]]  # a local domain d is machine d
-    most = kinds.local[which[local]]
-    table = _counts_rows(job.min_workers, job.max_workers, most, counts)
-    has = table[:, 0] >= 0
-    local, most, table = local[has], most[has], table[has]
-    keep = table >= 0
-    d_parts = [np.repeat(local, keep.sum(axis=1))]  # row by row, as table[keep]
-    w_parts = [table[keep]]
-    s_parts = [np.full(int(keep.sum()), -1, dtype=np.int64)]
-    for d in allowed[~doms.is_local[allowed]].tolist():
-        members = doms.member_arrays[d]
-        kind = which[members]
-        useful = members[(kinds.workers[kind] >= 1) | (kinds.ps[kind] >= 1)]
-        if len(useful) < 2:
-            continue
-        room = kinds.workers[which[useful]]
-        ws = worker_counts(job, int(room.sum()), counts)
-        d_parts.append(np.full(len(ws), d, dtype=np.int64))
-        w_parts.append(np.array(ws, dtype=np.int64))
-        s_parts.append(np.full(len(ws), len(splits), dtype=np.int64))
-        splits.append(useful)
-    o_dom, o_w, o_split = (np.concatenate(parts) for parts in (d_parts, w_parts, s_parts))
-    spread = ~doms.is_local[o_dom]
-    if job.speed is not None:
-        rate = np.array(job.speed.local)[o_w - job.min_workers]
-        rate[spread] = [config_rate(instance, job, w, False, -1) for w in o_w[spread].tolist()]
-    else:  # W / theta, as config_rate computes it
-        gbps = np.where(spread, job.worker_gbps, local_gbps(instance.topology)[np.where(spread, 0, o_dom)])
-        rate = o_w / (job.batch_seconds + 2 * job.gradient_mb * MB_TO_GB / gbps)
-    return o_dom, o_w, dt * rate, o_split
-
-
 def formulate_configuration(instance: Instance, *, start: int = 0, end: int | None = None,
                             remaining: dict[str, float] | None = None,
                             domains: dict[str, set[str]] | None = None,
@@ -224,33 +135,12 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     nodes = instance.topology.nodes
     tree = subtrees(instance, doms)
 
-    # ---- configurations per job, repeated per slot (t > start: only the later domains) ----
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("job", "slot", "dom", "w", "speed", "split", "ps")}
-    splits: list = []
-    for j in jobs:
-        job = instance.jobs[j]
-        allow = doms.allowed(None if domains is None else domains.get(job.id))
-        c_dom, c_w, c_speed, c_split = job_configurations(instance, job, progress.fit_kinds[progress.position[j]], doms,
-                                                          allow, counts, splits)
-        later = None if later_domains is None else later_domains.get(job.id)
-        every = np.arange(len(c_dom))
-        if later is not None:
-            in_later = np.zeros(len(doms.node), dtype=bool)
-            in_later[doms.allowed(later)] = True
-        after = every if later is None else np.flatnonzero(in_later[c_dom])
-        k = progress.position[j]
-        slots = progress.p_slot[progress.row_start[k]: progress.row_start[k] + progress.p_count[k]]
-        deadline.check("building the model")
-        picks = [every if t == start else after for t in slots.tolist()]
-        parts["slot"].append(np.repeat(slots, [len(p) for p in picks]))
-        pick = np.concatenate(picks)
-        ps = _min_ps(job)[c_w]
-        for key, value in (("dom", c_dom), ("w", c_w), ("speed", c_speed), ("split", c_split), ("ps", ps)):
-            parts[key].append(value[pick])
-        parts["job"].append(np.full(len(pick), j, dtype=np.int64))
-    o_job, o_slot, o_dom, o_w, o_split = (np.concatenate(parts[k]).astype(np.int64)
-                                          for k in ("job", "slot", "dom", "w", "split"))
-    o_speed, s_o = (np.concatenate(parts[k]).astype(float) for k in ("speed", "ps"))
+    # ---- configurations per job, repeated per bucket (after the first slot: the later domains) ----
+    deadline.check("building the model")
+    opts = options(instance, progress, doms, domains, later_domains, counts, start)
+    o_job, o_slot, o_dom, o_w, o_split, o_speed, s_o = (opts.job, opts.slot, opts.dom, opts.workers, opts.split,
+                                                        opts.speed, opts.ps)
+    splits = opts.splits
     n_opt = len(o_job)
 
     progress.place(n_opt)

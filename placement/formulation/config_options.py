@@ -1,0 +1,215 @@
+"""The configuration model's columns: every (job, slot, worker count W, domain) option,
+built for all jobs at once in arrays.
+
+Per job, its configurations come in domain order, then W order: on each allowed local
+domain (machine h) the counts up to the most h holds with their PSs, on each allowed spread
+domain the counts up to the workers its useful machines hold (those that take a worker or a
+PS alone); then they are repeated over the job's time buckets, the first slot of the window
+taking every allowed domain and the later ones only the job's later domains. The model is
+the one :mod:`placement.formulation.configuration` describes; this module only says how
+its columns are enumerated, without a Python loop per job (an online decision builds a model
+of ~125 jobs per partition, 32 partitions a slot at 4,000 jobs: the loop was half of the
+model's time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.formulation.domains import Domains, local_gbps
+from placement.formulation.progress_block import ProgressBlock
+from placement.instance import MB_TO_GB, Instance, Job
+
+__all__ = ["Options", "options", "min_ps_row", "counts_of"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """One entry per column x[j, t, c], job by job, bucket by bucket, configuration by
+    configuration: its job (instance index), first slot, domain, workers, batches per slot,
+    PSs, and machine split (an index into ``splits``: the machines of a spread domain that
+    hold a task; -1 for a local domain)."""
+
+    job: np.ndarray
+    slot: np.ndarray
+    dom: np.ndarray
+    workers: np.ndarray
+    speed: np.ndarray
+    ps: np.ndarray
+    split: np.ndarray
+    splits: list
+
+
+def counts_of(min_workers: int, max_workers: int, most: int, counts: str) -> tuple[int, ...]:
+    """The worker counts of a domain that holds at most ``most`` workers: every count
+    ("all") or min_workers, the powers of two between and the most ("powers")."""
+    top = min(max_workers, most)
+    if top < min_workers:
+        return ()
+    if counts == "all":
+        return tuple(range(min_workers, top + 1))
+    picked = {min_workers, top}
+    w = 1
+    while w < top:
+        if w > min_workers:
+            picked.add(w)
+        w *= 2
+    return tuple(sorted(picked))
+
+
+_MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
+
+
+def min_ps_row(job: Job) -> np.ndarray:
+    """``job.min_ps(W)`` for W = 0..max_workers as floats, kept per (worker_gbps, ps_gbps,
+    max_workers): min_ps depends on nothing else."""
+    key = (job.worker_gbps, job.ps_gbps, job.max_workers)
+    row = _MIN_PS.get(key)
+    if row is None:
+        if len(_MIN_PS) >= 4096:
+            _MIN_PS.clear()
+        row = np.array([job.min_ps(w) for w in range(job.max_workers + 1)], dtype=float)
+        row.flags.writeable = False
+        _MIN_PS[key] = row
+    return row
+
+
+def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains: dict[str, set[str]] | None,
+            later_domains: dict[str, set[str]] | None, counts: str, start: int) -> Options:
+    """Every option of the model (module docstring): ``domains`` per job id the domains it
+    may use (None: every domain), ``later_domains`` those of the slots after ``start``."""
+    jobs = [instance.jobs[j] for j in progress.jobs]
+    n_jobs = len(jobs)
+    allowed = [doms.allowed(None if domains is None else domains.get(job.id)) for job in jobs]
+    pair_job = np.repeat(np.arange(n_jobs), [len(a) for a in allowed])
+    pair_dom = np.concatenate(allowed) if allowed else np.zeros(0, dtype=np.int64)
+    low = np.array([job.min_workers for job in jobs], dtype=np.int64)
+    high = np.array([job.max_workers for job in jobs], dtype=np.int64)
+
+    # local domains: the counts up to the most the machine holds with their PSs
+    on = doms.is_local[pair_dom]
+    l_job, l_dom = pair_job[on], pair_dom[on]
+    which = instance.machine_kinds[1]
+    local_most = np.stack([kinds.local for kinds in progress.fit_kinds]) if n_jobs else np.zeros((0, 1), np.int64)
+    top = np.minimum(high[l_job], local_most[l_job, which[l_dom]])
+    l_job, l_dom, l_w = _counts(l_job, l_dom, low[l_job], top, counts)
+
+    # spread domains: the counts up to the workers its useful machines hold
+    s_job, s_dom, s_w, s_split, splits = _spread(jobs, progress, doms, which, pair_job[~on], pair_dom[~on], counts)
+
+    # domain order, then W order, per job: a job's local domains come before its spread ones
+    order = np.argsort(np.concatenate([l_job, s_job]), kind="stable")
+    c_job = np.concatenate([l_job, s_job])[order]
+    c_dom = np.concatenate([l_dom, s_dom])[order]
+    c_w = np.concatenate([l_w, s_w])[order]
+    c_split = np.concatenate([np.full(len(l_job), -1, dtype=np.int64), s_split])[order]
+    c_rate = _rates(instance, jobs, c_job, c_dom, c_w)
+    c_ps = _min_ps(jobs, c_job, c_w)
+
+    # repeated per bucket: the first slot of the window every domain, the later ones the later domains
+    later_ok = _in_later(jobs, doms, later_domains, c_job, c_dom)
+    per_job = np.bincount(c_job, minlength=n_jobs)
+    first_of = np.concatenate([[0], np.cumsum(per_job)[:-1]]).astype(np.int64)
+    block = per_job * progress.p_count
+    e_job = np.repeat(np.arange(n_jobs), block)
+    within = np.arange(len(e_job)) - np.repeat(np.cumsum(block) - block, block)
+    size = per_job[e_job]
+    e_slot = progress.p_slot[progress.row_start[e_job] + within // np.maximum(size, 1)]
+    e_opt = first_of[e_job] + within % np.maximum(size, 1)
+    keep = (e_slot == start) | later_ok[e_opt]
+    e_opt, e_slot = e_opt[keep], e_slot[keep]
+    return Options(job=np.asarray(progress.jobs, dtype=np.int64)[c_job[e_opt]], slot=e_slot.astype(np.int64),
+                   dom=c_dom[e_opt], workers=c_w[e_opt], speed=instance.slot_seconds * c_rate[e_opt],
+                   ps=c_ps[e_opt], split=c_split[e_opt], splits=splits)
+
+
+def _counts(job: np.ndarray, dom: np.ndarray, low: np.ndarray, top: np.ndarray, counts: str
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (job, domain) pair with counts low..top, one entry per count of
+    :func:`counts_of` (pairs with top < low have none), in pair order then count order."""
+    ok = top >= low
+    job, dom, low, top = job[ok], dom[ok], low[ok], top[ok]
+    if counts == "all":
+        n = top - low + 1
+        at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        return np.repeat(job, n), np.repeat(dom, n), np.repeat(low, n) + at
+    powers = 1 << np.arange(max(1, int(top.max(initial=1)).bit_length()), dtype=np.int64)
+    table = np.column_stack([low, np.broadcast_to(powers, (len(low), len(powers))), top])
+    take = np.ones(table.shape, dtype=bool)
+    take[:, 1:-1] = (powers > low[:, None]) & (powers < top[:, None])
+    take[:, -1] = top > low
+    n = take.sum(axis=1)
+    return np.repeat(job, n), np.repeat(dom, n), table[take]
+
+
+def _spread(jobs: list[Job], progress: ProgressBlock, doms: Domains, which: np.ndarray, pair_job: np.ndarray,
+            pair_dom: np.ndarray, counts: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+    """The spread options: per (job, spread domain) pair whose useful machines (those that
+    take a worker or a PS of the job alone) are two or more, the counts up to the workers
+    they hold. The useful machines are the same for jobs of one fit table: found once."""
+    seen: dict[tuple[int, int], tuple[int, int] | None] = {}
+    splits: list = []
+    parts: list[tuple[int, int, tuple[int, ...], int]] = []
+    for k, d in zip(pair_job.tolist(), pair_dom.tolist()):
+        kinds = progress.fit_kinds[k]
+        key = (id(kinds), d)
+        if key not in seen:
+            members = doms.member_arrays[d]
+            kind = which[members]
+            useful = members[(kinds.workers[kind] >= 1) | (kinds.ps[kind] >= 1)]
+            seen[key] = None
+            if len(useful) >= 2:
+                seen[key] = (len(splits), int(kinds.workers[which[useful]].sum()))
+                splits.append(useful)
+        if seen[key] is not None:
+            split, room = seen[key]
+            job = jobs[k]
+            parts.append((k, d, counts_of(job.min_workers, job.max_workers, room, counts), split))
+    n = [len(ws) for _, _, ws, _ in parts]
+    ints = lambda values: np.array(values, dtype=np.int64)  # noqa: E731
+    return (np.repeat(ints([p[0] for p in parts]), n), np.repeat(ints([p[1] for p in parts]), n),
+            ints([w for p in parts for w in p[2]]), np.repeat(ints([p[3] for p in parts]), n), splits)
+
+
+def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray, workers: np.ndarray) -> np.ndarray:
+    """Batches per second of each option (``config_rate``): W / theta at the machine's
+    local_gbps or the job's worker_gbps, or the job's speed table."""
+    spread = dom >= len(instance.topology.machines)  # a local domain d is machine d
+    batch = np.array([j.batch_seconds for j in jobs], dtype=float)[job]
+    gradient = np.array([j.gradient_mb for j in jobs], dtype=float)[job]
+    worker_gbps = np.array([j.worker_gbps for j in jobs], dtype=float)[job]
+    gbps = np.where(spread, worker_gbps, local_gbps(instance.topology)[np.where(spread, 0, dom)])
+    with np.errstate(divide="ignore", invalid="ignore"):  # a table job's entries are replaced below
+        rate = workers / (batch + 2 * gradient * MB_TO_GB / gbps)
+    for k in (k for k, j in enumerate(jobs) if j.speed is not None):
+        mine = np.flatnonzero(job == k)
+        table = jobs[k].speed
+        index = workers[mine] - jobs[k].min_workers
+        mine_rate = np.array(table.local, dtype=float)[index]
+        apart = spread[mine]
+        mine_rate[apart] = [max(rates[i] for _, rates in table.spread) for i in index[apart].tolist()]
+        rate[mine] = mine_rate
+    return rate
+
+
+def _min_ps(jobs: list[Job], job: np.ndarray, workers: np.ndarray) -> np.ndarray:
+    """``min_ps(W)`` of each option's job, from one row per job."""
+    if not jobs:
+        return np.zeros(0)
+    rows = [min_ps_row(j) for j in jobs]
+    offset = np.concatenate([[0], np.cumsum([len(r) for r in rows])[:-1]]).astype(np.int64)
+    return np.concatenate(rows)[offset[job] + workers]
+
+
+def _in_later(jobs: list[Job], doms: Domains, later_domains: dict[str, set[str]] | None, job: np.ndarray,
+              dom: np.ndarray) -> np.ndarray:
+    """Per option, may it be used after the window's first slot (its domain is one of the
+    job's later domains, or the job has none given)?"""
+    if later_domains is None:
+        return np.ones(len(job), dtype=bool)
+    n_dom = len(doms.node)
+    free = np.array([later_domains.get(j.id) is None for j in jobs], dtype=bool)
+    codes = [k * n_dom + doms.allowed(later_domains[j.id]) for k, j in enumerate(jobs) if not free[k]]
+    listed = np.isin(job * n_dom + dom, np.concatenate(codes)) if codes else np.zeros(len(job), dtype=bool)
+    return free[job] | listed
