@@ -40,11 +40,16 @@ def leftover(instance: Instance, jobs: Sequence[Job], remaining: Sequence[float]
     cap = instance.capacity_matrix if machines is None else instance.capacity_matrix[machines]
     cap = cap.sum(axis=0)
     own = np.array([instance.unfinished_seconds(job, r) for job, r in zip(jobs, remaining)], dtype=float)
-    share = np.zeros(len(jobs))
-    for k, job in enumerate(jobs):
-        need = np.array([job.worker.get(r, 0) + job.kappa * job.ps.get(r, 0) for r in instance.resources], dtype=float)
-        on = (need > 0) & (cap > 0)
-        share[k] = min(1.0, job.max_workers * float((need[on] / cap[on]).max())) if on.any() else 0.0
+    res = instance.resources
+    worker = np.array([[job.worker.get(r, 0) for r in res] for job in jobs], dtype=float).reshape(len(jobs), len(res))
+    ps = np.array([[job.ps.get(r, 0) for r in res] for job in jobs], dtype=float).reshape(len(jobs), len(res))
+    kappa = np.array([job.kappa for job in jobs], dtype=float)
+    need = worker + kappa[:, None] * ps
+    on = (need > 0) & (cap > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(on, need / np.where(cap > 0, cap, 1.0), -np.inf).max(axis=1, initial=-np.inf)
+    most = np.array([job.max_workers for job in jobs], dtype=np.int64)
+    share = np.where(on.any(axis=1), np.minimum(1.0, most * ratio), 0.0)
     return own, own * share
 
 
