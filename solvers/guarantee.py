@@ -14,6 +14,7 @@ are monotone the same way, so P[all hold] >= the product), the others by the uni
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass, replace
@@ -58,6 +59,7 @@ def chernoff(mu: np.ndarray | float, t: np.ndarray | float, *, upper: bool) -> n
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def width_scale(width: float, rows: int, target: float, *, cover: bool) -> float:
     """The Raghavan–Thompson / Srinivasan scale factor for an instance of width ``width``.
 
@@ -67,6 +69,7 @@ def width_scale(width: float, rows: int, target: float, *, cover: bool) -> float
     When no packing scale of at least 2^-40 meets the budget (a width far below 1: a row whose
     capacity is a small fraction of one unit), 1.0, never 0: rounding is then unscaled, its
     computed guarantee says how little it promises, and repair restores validity.
+    Kept per argument (a pure function of them): an online slot's partitions share a few widths.
     """
     if rows == 0 or not math.isfinite(width) or width <= 0:
         return 1.0
