@@ -42,14 +42,18 @@ class JobRecord:
     last_ran: int | None = None
     commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
 
-    def view_state(self) -> JobState:
-        return JobState(self.job, self.done, self.attained, dict(self.previous), self.last_ran)
+    def view_state(self, forget: bool = False) -> JobState:
+        """What a policy sees of the job; ``forget``: without previous tasks the job can no
+        longer run (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
+        previous = {} if forget and self.previous and not _runs(self.job, self.previous) else dict(self.previous)
+        return JobState(self.job, self.done, self.attained, previous, self.last_ran)
 
     def forget_what_it_cannot_run(self) -> None:
-        """After a revise (or resuming an older checkpoint): the previous tasks when the job's
-        worker range or PS need no longer holds them, and a commitment holding such a set
-        (commit mode then commits the job again); every policy then places it afresh instead
-        of keeping a set the scheduler would drop. ``last_ran`` stays: it did run then."""
+        """After a revise (at the next step) or resuming an older checkpoint: the previous
+        tasks when the job's worker range or PS need no longer holds them, and a commitment
+        holding such a set (commit mode then commits the job again); every policy then places
+        it afresh instead of keeping a set the scheduler would drop. ``last_ran`` stays: it
+        did run then."""
         if self.previous and not _runs(self.job, self.previous):
             self.previous = {}
         if self.commitment and not all(_runs(self.job, v) for v in self.commitment.values() if v):

@@ -85,6 +85,7 @@ class OnlineScheduler(Checkpointing):
         self._jobs: dict[str, JobRecord] = {}      # submitted and still open, in submission order
         self._closed: dict[str, str] = {}       # id -> "finished" | "cancelled"
         self._unrunnable: set[str] = set()      # open jobs that fit nowhere on the current cluster
+        self._revised: set[str] = set()         # jobs revised since the last step (see revise)
         self._last_t: int | None = None
         self.dropped: list[Drop] = []           # the last step's refused decisions
         self.drops_total = 0
@@ -205,7 +206,9 @@ class OnlineScheduler(Checkpointing):
             raise ValueError(f"job {job.id!r}: revise cannot move its arrival slot "
                              f"({entry.job.arrival} -> {job.arrival})")
         entry.job = job
-        entry.forget_what_it_cannot_run()
+        # what it can no longer run is forgotten at the next step (the view shows it so now),
+        # not here: a job revised 8 -> 4 -> 8 workers between two steps keeps its 8
+        self._revised.add(job.id)
         if self._why_unrunnable(job, self._topology):
             self._unrunnable.add(job.id)
         else:
@@ -245,6 +248,9 @@ class OnlineScheduler(Checkpointing):
             raise ValueError(f"step({t}) out of order: the previous step was {self._last_t}, "
                              f"so the next must be step({self._last_t + 1})")
         self.dropped = []
+        for job_id in self._revised & self._jobs.keys():
+            self._jobs[job_id].forget_what_it_cannot_run()
+        self._revised.clear()
         view = self.view(t)
         if not view.jobs:
             decisions: Mapping[str, Any] = {}
@@ -272,7 +278,8 @@ class OnlineScheduler(Checkpointing):
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
                             jobs=tuple(e.job for e in active), name=f"online-t{t}")
-        return View(t, instance, {e.job.id: e.view_state() for e in active}, self.lookahead)
+        return View(t, instance, {e.job.id: e.view_state(forget=e.job.id in self._revised) for e in active},
+                    self.lookahead)
 
     def _drop(self, t: int, job_id: Any, reason: str) -> None:
         drop = Drop(t, str(job_id), reason)

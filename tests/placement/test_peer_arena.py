@@ -221,6 +221,27 @@ def test_a_revise_the_running_tasks_still_suit_keeps_them_in_view():
     assert sched.view(1).jobs["a"].previous == first
 
 
+def test_a_job_revised_down_and_up_again_before_the_next_step_keeps_its_tasks():
+    # 8 -> 4 -> 8 workers between two steps: the 8 it runs suit it again, so nothing is forgotten
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
+                            lookahead=2, slot_seconds=10)
+    sched.submit(B.job("a", work_batches=2000, max_workers=8))
+    first = sched.step(0)["a"]
+    sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    sched.revise(B.job("a", work_batches=2000, max_workers=8))
+    assert sched.view(1).jobs["a"].previous == first
+    assert sched.step(1)["a"] == first
+
+
+def test_a_machine_removed_after_a_revise_still_displaces_the_job_that_ran_there():
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
+                            lookahead=2, slot_seconds=10)
+    sched.submit(B.job("a", work_batches=2000, max_workers=8))
+    machine = next(iter(sched.step(0)["a"]))
+    sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    assert sched.remove_machine(machine) == ["a"]
+
+
 class _Planner:
     """A committing policy with a fixed plan shape (an idle slot in it)."""
     name = "planner"
