@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Instance, Job, cluster_cache
+from placement.instance import TOL_FIT, Instance, Job
 from placement.progress import Tasks
-from placement.room import demand_vectors, most_rows, room_each, room_rows
+from placement.residual_tables import STATIC_KEPT, demand_entry, tree_tables
+from placement.room import most_rows, room_each, room_rows
 from placement.spread_search import SpreadSearch
 
 __all__ = ["Residual"]
@@ -46,7 +47,7 @@ class Residual(SpreadSearch):
     def __init__(self, instance: Instance):
         self.instance = instance
         # the tree's tables, the same for every Residual of this cluster: built once
-        self.__dict__.update(_tree_tables(instance))
+        self.__dict__.update(tree_tables(instance))
         self.free = self.cap.copy()
         self.link_free = self.link_cap.copy()
         self._held: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]] = {}
@@ -100,8 +101,8 @@ class Residual(SpreadSearch):
     def demand(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): one worker's and one PS's demand as vectors over the resources."""
         entry = self._demands.get(job.id)
-        if entry is None or entry[0] is not job:
-            entry = self._demands[job.id] = _demand_entry(job, self.instance.resources, self._demands)
+        if entry is None or entry[0]() is not job:
+            entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._demands)
         return entry[1]
 
     def _arrays(self, tasks: Tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -183,8 +184,8 @@ class Residual(SpreadSearch):
     def _demand_lists(self, job: Job) -> tuple[list[float], list[float]]:
         """``demand`` as lists of Python floats (kept per job id, as ``demand`` is)."""
         entry = self._demands.get(job.id)
-        if entry is None or entry[0] is not job:
-            entry = self._demands[job.id] = _demand_entry(job, self.instance.resources, self._demands)
+        if entry is None or entry[0]() is not job:
+            entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._demands)
         return entry[2]
 
     def place(self, job: Job, tasks: Tasks) -> None:
@@ -369,6 +370,8 @@ class Residual(SpreadSearch):
         top = 1 << max(job.max_workers - 1, 0).bit_length()  # a power of two: few tables
         key = (alpha.tobytes(), beta.tobytes(), job.worker_gbps, job.ps_gbps, top)
         if key not in self._static:
+            if len(self._static) >= STATIC_KEPT:  # kept per cluster: a long run sees many shapes
+                self._static.clear()
             ws = np.arange(1, top + 1)
             ss = np.array([job.min_ps(int(w)) for w in ws], dtype=np.int64)
             grows = (alpha >= 0).all() and (beta >= 0).all() and (np.diff(ss) >= 0).all()
@@ -392,57 +395,3 @@ class Residual(SpreadSearch):
                    self.best_spread(job, job.max_workers, within=where)) if t is not None]
         return max(counts, default=0)
 
-
-def _tree_tables(instance: Instance) -> dict:
-    """Residual's read-only tables of the tree (and of job shapes: ``_static``, demands per
-    job), kept per cluster and resource list (:func:`placement.instance.cluster_cache`):
-    a slot's decision builds several Residuals (the slot rules, the select step's window
-    cost, the candidate step), and each used to rebuild them (12-17 ms at 2,000 machines)."""
-    store = cluster_cache(instance.topology)
-    key = ("residual", instance.resources)
-    if key in store:
-        return store[key]
-    topo = instance.topology
-    cap = instance.capacity_matrix  # read-only, shared per topology; free is a copy
-    n_machines = len(topo.machines)
-    anc, depth, up_link = topo.ancestor_table
-    node_depth = np.array([topo.depth(n) for n in topo.nodes], dtype=np.int64)
-    # up[h][i]: the i-th link on the way up from machine h (its own uplink first)
-    up = [up_link[anc[h, depth[h]:0:-1]] for h in range(n_machines)]
-    below: list[list[int]] = [[] for _ in topo.nodes]
-    for h in range(n_machines):
-        for a in anc[h, : depth[h] + 1]:
-            below[a].append(h)
-    link_cap = np.array([l.gbps for l in topo.links], dtype=float)
-    local_gbps = np.array([m.local_gbps for m in topo.machines], dtype=float)
-    for table in (link_cap, local_gbps):
-        table.flags.writeable = False
-    store[key] = tables = {
-        "machine_ids": tuple(m.id for m in topo.machines), "cap": cap, "link_cap": link_cap,
-        "local_gbps": local_gbps, "_anc": anc, "_depth": depth, "_up_link": up_link,
-        "_node_index": {n: i for i, n in enumerate(topo.nodes)}, "_node_depth": node_depth, "_up": up,
-        "_below": [np.array(b, dtype=np.int64) for b in below],
-        # switches (and machines with children) that can hold a spread job, smallest first
-        "_spread_nodes": sorted((i for i in range(len(topo.nodes)) if len(below[i]) > 1),
-                                key=lambda i: (len(below[i]), -node_depth[i], i)),
-        "_all": np.arange(n_machines, dtype=np.int64),
-        # the same tables as Python lists, for the per-task loops of fits and the greedy fill
-        "_anc_rows": anc.tolist(), "_up_rows": [u.tolist() for u in up], "_depths": depth.tolist(),
-        "_scale": np.where(cap > 0, cap, 1.0),
-        "_static": {},  # tables that depend on the tree or a job shape only
-        "_demands": {},  # job id -> (job, (alpha, beta), the same as lists): _demand_entry
-    }
-    return tables
-
-
-#: a cluster's demand cache is emptied past this many jobs (a long simulation sees many)
-_DEMANDS_KEPT = 100_000
-
-
-def _demand_entry(job: Job, resources: tuple[str, ...], cache: dict) -> tuple:
-    """(job, (alpha, beta), (alpha, beta) as lists of floats) for the cluster's demand
-    cache, kept while ``job`` is the very object asked about (a revised job is a new one)."""
-    if len(cache) >= _DEMANDS_KEPT:
-        cache.clear()
-    alpha, beta = demand_vectors(job, resources)
-    return job, (alpha, beta), (alpha.tolist(), beta.tolist())

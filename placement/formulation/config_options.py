@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement import deadline
 from placement.formulation.domains import Domains, local_gbps
 from placement.formulation.progress_block import ProgressBlock
 from placement.instance import MB_TO_GB, Instance, Job
@@ -152,6 +153,7 @@ def _spread(jobs: list[Job], progress: ProgressBlock, doms: Domains, which: np.n
     splits: list = []
     parts: list[tuple[int, int, tuple[int, ...], int]] = []
     for k, d in zip(pair_job.tolist(), pair_dom.tolist()):
+        deadline.check("building the model")
         kinds = progress.fit_kinds[k]
         key = (id(kinds), d)
         if key not in seen:
@@ -174,7 +176,8 @@ def _spread(jobs: list[Job], progress: ProgressBlock, doms: Domains, which: np.n
 
 def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray, workers: np.ndarray) -> np.ndarray:
     """Batches per second of each option (``config_rate``): W / theta at the machine's
-    local_gbps or the job's worker_gbps, or the job's speed table."""
+    local_gbps or the job's worker_gbps, or the job's speed table (``job``: each option's
+    job, ascending)."""
     spread = dom >= len(instance.topology.machines)  # a local domain d is machine d
     batch = np.array([j.batch_seconds for j in jobs], dtype=float)[job]
     gradient = np.array([j.gradient_mb for j in jobs], dtype=float)[job]
@@ -182,8 +185,11 @@ def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray
     gbps = np.where(spread, worker_gbps, local_gbps(instance.topology)[np.where(spread, 0, dom)])
     with np.errstate(divide="ignore", invalid="ignore"):  # a table job's entries are replaced below
         rate = workers / (batch + 2 * gradient * MB_TO_GB / gbps)
+    # ``job`` is sorted (options come job by job): each table job's options are one slice
+    bounds = np.searchsorted(job, np.arange(len(jobs) + 1))
     for k in (k for k, j in enumerate(jobs) if j.speed is not None):
-        mine = np.flatnonzero(job == k)
+        deadline.check("building the model")
+        mine = np.arange(bounds[k], bounds[k + 1])
         table = jobs[k].speed
         index = workers[mine] - jobs[k].min_workers
         mine_rate = np.array(table.local, dtype=float)[index]

@@ -85,6 +85,7 @@ class Checkpointing:
     _jobs: dict[str, JobRecord]
     _closed: dict[str, str]
     _unrunnable: set[str]
+    _revised: set[str]
     _last_t: int | None
 
     def state(self) -> dict[str, Any]:
@@ -98,6 +99,7 @@ class Checkpointing:
             "resources": list(self.resources), "topology": self._topology.to_dict(),
             "last_slot": self._last_t, "drops_total": self.drops_total,
             "closed": dict(self._closed),
+            "revised": sorted(self._revised),  # revised since the last step: forgotten at the next
             "jobs": [{"job": e.job.to_dict(), "done": e.done, "attained": e.attained,
                       "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
                       "commitment": None if e.commitment is None else
@@ -122,13 +124,18 @@ class Checkpointing:
             load = getattr(policy, "load_state", None)
             if state["policy_state"] is not None and callable(load):
                 load(state["policy_state"])
+            # a revise not yet followed by a step is forgotten at the next step, as if no
+            # checkpoint had been taken; every other job's set is checked now (a state written
+            # by an older release, whose revise forgot at once, has no "revised")
+            sched._revised = {str(j) for j in state.get("revised") or ()}
             for i, raw in enumerate(state["jobs"]):
                 job = Job.from_dict(raw["job"], f"jobs[{i}].job")
                 sched._jobs[job.id] = JobRecord(
                     job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
                     raw["last_ran"], None if raw["commitment"] is None else
                     {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
-                sched._jobs[job.id].forget_what_it_cannot_run()  # a state written before revise forgot them
+                if job.id not in sched._revised:
+                    sched._jobs[job.id].forget_what_it_cannot_run()
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
             sched._last_t = state["last_slot"]
             sched.drops_total = int(state["drops_total"])

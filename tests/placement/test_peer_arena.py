@@ -242,6 +242,21 @@ def test_a_machine_removed_after_a_revise_still_displaces_the_job_that_ran_there
     assert sched.remove_machine(machine) == ["a"]
 
 
+def test_a_checkpoint_between_a_revise_and_the_next_step_resumes_as_if_never_stopped():
+    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
+                            lookahead=2, slot_seconds=10)
+    sched.submit(B.job("a", work_batches=2000, max_workers=8))
+    first = sched.step(0)["a"]
+    sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    state = json.loads(json.dumps(sched.state()))
+    resumed = OnlineScheduler.from_state(state, GreedyPolicy())
+    assert resumed.view(1).jobs["a"].previous == {}  # pending, as in the scheduler that wrote it
+    assert resumed.remove_machine(next(iter(first))) == ["a"]
+    again = OnlineScheduler.from_state(state, GreedyPolicy())
+    again.revise(B.job("a", work_batches=2000, max_workers=8))
+    assert again.view(1).jobs["a"].previous == first
+
+
 class _Planner:
     """A committing policy with a fixed plan shape (an idle slot in it)."""
     name = "planner"
