@@ -221,33 +221,31 @@ def test_a_revise_the_running_tasks_still_suit_keeps_them_in_view():
     assert sched.view(1).jobs["a"].previous == first
 
 
-def test_a_job_revised_down_and_up_again_before_the_next_step_keeps_its_tasks():
-    # 8 -> 4 -> 8 workers between two steps: the 8 it runs suit it again, so nothing is forgotten
+def _ran_8_revised_to_4() -> tuple[OnlineScheduler, dict]:
+    """A greedy scheduler whose job ran 8 workers in slot 0, then revised to at most 4."""
     sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
                             lookahead=2, slot_seconds=10)
     sched.submit(B.job("a", work_batches=2000, max_workers=8))
     first = sched.step(0)["a"]
     sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    return sched, first
+
+
+def test_a_job_revised_down_and_up_again_before_the_next_step_keeps_its_tasks():
+    # 8 -> 4 -> 8 workers between two steps: the 8 it runs suit it again, so nothing is forgotten
+    sched, first = _ran_8_revised_to_4()
     sched.revise(B.job("a", work_batches=2000, max_workers=8))
     assert sched.view(1).jobs["a"].previous == first
     assert sched.step(1)["a"] == first
 
 
 def test_a_machine_removed_after_a_revise_still_displaces_the_job_that_ran_there():
-    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
-                            lookahead=2, slot_seconds=10)
-    sched.submit(B.job("a", work_batches=2000, max_workers=8))
-    machine = next(iter(sched.step(0)["a"]))
-    sched.revise(B.job("a", work_batches=2000, max_workers=4))
-    assert sched.remove_machine(machine) == ["a"]
+    sched, first = _ran_8_revised_to_4()
+    assert sched.remove_machine(next(iter(first))) == ["a"]
 
 
 def test_a_checkpoint_between_a_revise_and_the_next_step_resumes_as_if_never_stopped():
-    sched = OnlineScheduler(B.star(), resources=B.RESOURCES, policy=GreedyPolicy(),
-                            lookahead=2, slot_seconds=10)
-    sched.submit(B.job("a", work_batches=2000, max_workers=8))
-    first = sched.step(0)["a"]
-    sched.revise(B.job("a", work_batches=2000, max_workers=4))
+    sched, first = _ran_8_revised_to_4()
     state = json.loads(json.dumps(sched.state()))
     resumed = OnlineScheduler.from_state(state, GreedyPolicy())
     assert resumed.view(1).jobs["a"].previous == {}  # pending, as in the scheduler that wrote it
