@@ -90,7 +90,14 @@ def test_cli_no_schedule_within_the_limit_says_so_on_stderr(capsys, tmp_path):
 
 def _python(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """In the child before exec: Ctrl-C as a terminal delivers it, even when these tests run
+    under a runner that ignores SIGINT (a background job of a non-interactive shell does, and
+    a child inherits an ignored signal, so Python would never raise KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 # a C call that neither checks the clock nor lets Python run a signal handler
@@ -140,7 +147,7 @@ def test_ctrl_c_during_the_exact_solver_writes_nothing(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "placement.cli", "solve", str(tmp_path / "i.json"), "--solver",
                           "exact", "--time-limit", "30", "--out", str(tmp_path / "o" / "s.json"), "--plot",
                           str(tmp_path / "o" / "s.png")], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     time.sleep(1.5)   # started up, inside HiGHS (earlier, the outcome must be the same)
     sent = time.perf_counter()
     p.send_signal(signal.SIGINT)
