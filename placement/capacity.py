@@ -100,10 +100,14 @@ class Residual(SpreadSearch):
     # ----- rules 1 and 4 -----------------------------------------------------------------
     def demand(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, beta): one worker's and one PS's demand as vectors over the resources."""
+        return self._demand_entry(job)[1]
+
+    def _demand_entry(self, job: Job) -> tuple:
+        """The cluster's cached demands of ``job`` (:func:`placement.residual_tables.demand_entry`)."""
         entry = self._demands.get(job.id)
         if entry is None or entry[0]() is not job:
             entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._demands)
-        return entry[1]
+        return entry
 
     def _arrays(self, tasks: Tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         items = [(self.instance.topology.machine_index[h], w, s) for h, (w, s) in tasks.items()
@@ -182,11 +186,8 @@ class Residual(SpreadSearch):
         return load
 
     def _demand_lists(self, job: Job) -> tuple[list[float], list[float]]:
-        """``demand`` as lists of Python floats (kept per job id, as ``demand`` is)."""
-        entry = self._demands.get(job.id)
-        if entry is None or entry[0]() is not job:
-            entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._demands)
-        return entry[2]
+        """``demand`` as lists of Python floats (kept as ``demand`` is)."""
+        return self._demand_entry(job)[2]
 
     def place(self, job: Job, tasks: Tasks) -> None:
         """Take the resources and link bandwidth of ``tasks``; raises if they do not fit."""
@@ -394,4 +395,3 @@ class Residual(SpreadSearch):
                   (self.best_local(job, job.max_workers, within=where),
                    self.best_spread(job, job.max_workers, within=where)) if t is not None]
         return max(counts, default=0)
-

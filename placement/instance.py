@@ -12,6 +12,7 @@ import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from placement.strict_json import Fields, InstanceError, fail, join, read_json, 
 from placement.speed import SpeedTable
 from placement.topology import Link, Machine, Switch, Topology
 
-__all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology"]
+__all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology", "demand_matrix"]
 
 #: Absolute tolerance of every comparison in MODEL.md.
 TOL = 1e-9
@@ -151,6 +152,12 @@ class Job:
                 **({"speed": self.speed.to_dict()} if self.speed is not None else {})}
 
 
+def demand_matrix(jobs: Sequence[Job], resources: Sequence[str], role: str) -> np.ndarray:
+    """One row per job: its ``role`` ("worker" or "ps") demand over ``resources``, as floats."""
+    return np.array([[getattr(job, role).get(r, 0) for r in resources] for job in jobs],
+                    dtype=float).reshape(len(jobs), len(resources))
+
+
 @dataclass(frozen=True)
 class Instance:
     """One placement problem: ``horizon`` slots of ``slot_seconds`` on ``topology``."""
@@ -219,13 +226,10 @@ class Instance:
         step = max(1, 2**20 // max(1, len(self.machine_kinds[0]) * len(self.resources)))
         for a in range(0, len(self.jobs), step):
             block = self.jobs[a:a + step]
-            worker_fits, ps_fits, room = self._fits(self._demands(block, "worker"), self._demands(block, "ps"))
+            worker_fits, ps_fits, room = self._fits(demand_matrix(block, self.resources, "worker"), demand_matrix(block, self.resources, "ps"))
             ok[a:a + step] = worker_fits & ps_fits & (room >= [job.min_workers for job in block])
         return ok
 
-    def _demands(self, jobs: tuple[Job, ...], role: str) -> np.ndarray:
-        return np.array([[getattr(job, role).get(r, 0) for r in self.resources] for job in jobs],
-                        dtype=float).reshape(len(jobs), len(self.resources))
 
     def _fits(self, alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row of worker demands ``alpha`` and PS demands ``beta``: does one worker fit
@@ -245,7 +249,7 @@ class Instance:
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
         the whole cluster can hold, can never run: reject it up front."""
-        fits = self._fits(self._demands((job,), "worker"), self._demands((job,), "ps"))
+        fits = self._fits(demand_matrix((job,), self.resources, "worker"), demand_matrix((job,), self.resources, "ps"))
         for role, demand, fit in (("worker", job.worker, fits[0][0]), ("ps", job.ps, fits[1][0])):
             if not fit:
                 worst = max(demand, key=lambda r: demand[r]) if demand else "?"

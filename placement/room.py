@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Job
+from placement.instance import TOL_FIT, Job, demand_matrix
 
 __all__ = ["demand_vectors", "most_rows", "room_each", "room_rows"]
 
 
 def demand_vectors(job: Job, resources: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     """(alpha, beta): one worker's and one PS's demand as float vectors over ``resources``."""
-    return (np.array([job.worker.get(r, 0) for r in resources], dtype=float),
-            np.array([job.ps.get(r, 0) for r in resources], dtype=float))
+    return demand_matrix((job,), resources, "worker")[0], demand_matrix((job,), resources, "ps")[0]
 
 
 _MANY = 10**9  # room of a job whose worker needs none of a machine's resources

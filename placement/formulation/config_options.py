@@ -22,7 +22,7 @@ from placement.formulation.domains import Domains, local_gbps
 from placement.formulation.progress_block import ProgressBlock
 from placement.instance import MB_TO_GB, Instance, Job
 
-__all__ = ["Options", "options", "min_ps_row", "counts_of"]
+__all__ = ["Options", "options", "min_ps_row", "count_choices"]
 
 
 @dataclass(frozen=True)
@@ -40,23 +40,6 @@ class Options:
     ps: np.ndarray
     split: np.ndarray
     splits: list
-
-
-def counts_of(min_workers: int, max_workers: int, most: int, counts: str) -> tuple[int, ...]:
-    """The worker counts of a domain that holds at most ``most`` workers: every count
-    ("all") or min_workers, the powers of two between and the most ("powers")."""
-    top = min(max_workers, most)
-    if top < min_workers:
-        return ()
-    if counts == "all":
-        return tuple(range(min_workers, top + 1))
-    picked = {min_workers, top}
-    w = 1
-    while w < top:
-        if w > min_workers:
-            picked.add(w)
-        w *= 2
-    return tuple(sorted(picked))
 
 
 _MIN_PS: dict[tuple[float, float, int], np.ndarray] = {}
@@ -93,11 +76,13 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
     l_job, l_dom = pair_job[on], pair_dom[on]
     which = instance.machine_kinds[1]
     local_most = np.stack([kinds.local for kinds in progress.fit_kinds]) if n_jobs else np.zeros((0, 1), np.int64)
-    top = np.minimum(high[l_job], local_most[l_job, which[l_dom]])
-    l_job, l_dom, l_w = _counts(l_job, l_dom, low[l_job], top, counts)
+    n, l_w = count_choices(low[l_job], np.minimum(high[l_job], local_most[l_job, which[l_dom]]), counts)
+    l_job, l_dom = np.repeat(l_job, n), np.repeat(l_dom, n)
 
     # spread domains: the counts up to the workers its useful machines hold
-    s_job, s_dom, s_w, s_split, splits = _spread(jobs, progress, doms, which, pair_job[~on], pair_dom[~on], counts)
+    s_job, s_dom, room, s_split, splits = _spread(progress, doms, which, pair_job[~on], pair_dom[~on])
+    n, s_w = count_choices(low[s_job], np.minimum(high[s_job], room), counts)
+    s_job, s_dom, s_split = np.repeat(s_job, n), np.repeat(s_dom, n), np.repeat(s_split, n)
 
     # domain order, then W order, per job: a job's local domains come before its spread ones
     order = np.argsort(np.concatenate([l_job, s_job]), kind="stable")
@@ -125,33 +110,33 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
                    ps=c_ps[e_opt], split=c_split[e_opt], splits=splits)
 
 
-def _counts(job: np.ndarray, dom: np.ndarray, low: np.ndarray, top: np.ndarray, counts: str
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (job, domain) pair with counts low..top, one entry per count of
-    :func:`counts_of` (pairs with top < low have none), in pair order then count order."""
+def count_choices(low: np.ndarray, top: np.ndarray, counts: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per (job, domain) pair whose counts run low..top (the job's min_workers, and its
+    max_workers capped by what the domain holds): how many counts it has, and the counts
+    themselves, pair by pair, ascending: every count ("all") or low, the powers of two
+    between and top ("powers"); none when top < low."""
     ok = top >= low
-    job, dom, low, top = job[ok], dom[ok], low[ok], top[ok]
     if counts == "all":
-        n = top - low + 1
+        n = np.where(ok, top - low + 1, 0)
         at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-        return np.repeat(job, n), np.repeat(dom, n), np.repeat(low, n) + at
+        return n, np.repeat(low, n) + at
     powers = 1 << np.arange(max(1, int(top.max(initial=1)).bit_length()), dtype=np.int64)
     table = np.column_stack([low, np.broadcast_to(powers, (len(low), len(powers))), top])
-    take = np.ones(table.shape, dtype=bool)
-    take[:, 1:-1] = (powers > low[:, None]) & (powers < top[:, None])
-    take[:, -1] = top > low
-    n = take.sum(axis=1)
-    return np.repeat(job, n), np.repeat(dom, n), table[take]
+    take = np.repeat(ok[:, None], table.shape[1], axis=1)
+    take[:, 1:-1] &= (powers > low[:, None]) & (powers < top[:, None])
+    take[:, -1] &= top > low
+    return take.sum(axis=1), table[take]
 
 
-def _spread(jobs: list[Job], progress: ProgressBlock, doms: Domains, which: np.ndarray, pair_job: np.ndarray,
-            pair_dom: np.ndarray, counts: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
-    """The spread options: per (job, spread domain) pair whose useful machines (those that
-    take a worker or a PS of the job alone) are two or more, the counts up to the workers
-    they hold. The useful machines are the same for jobs of one fit table: found once."""
+def _spread(progress: ProgressBlock, doms: Domains, which: np.ndarray, pair_job: np.ndarray, pair_dom: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+    """The (job, spread domain) pairs whose useful machines (those that take a worker or a PS
+    of the job alone) are two or more: their jobs, domains, the workers those machines hold,
+    and their splits (indices into the list returned last, of those machines). The useful
+    machines are the same for jobs of one fit table: found once."""
     seen: dict[tuple[int, int], tuple[int, int] | None] = {}
     splits: list = []
-    parts: list[tuple[int, int, tuple[int, ...], int]] = []
+    kept: list[tuple[int, int, int, int]] = []
     for k, d in zip(pair_job.tolist(), pair_dom.tolist()):
         deadline.check("building the model")
         kinds = progress.fit_kinds[k]
@@ -162,16 +147,12 @@ def _spread(jobs: list[Job], progress: ProgressBlock, doms: Domains, which: np.n
             useful = members[(kinds.workers[kind] >= 1) | (kinds.ps[kind] >= 1)]
             seen[key] = None
             if len(useful) >= 2:
-                seen[key] = (len(splits), int(kinds.workers[which[useful]].sum()))
+                seen[key] = (int(kinds.workers[which[useful]].sum()), len(splits))
                 splits.append(useful)
         if seen[key] is not None:
-            split, room = seen[key]
-            job = jobs[k]
-            parts.append((k, d, counts_of(job.min_workers, job.max_workers, room, counts), split))
-    n = [len(ws) for _, _, ws, _ in parts]
-    ints = lambda values: np.array(values, dtype=np.int64)  # noqa: E731
-    return (np.repeat(ints([p[0] for p in parts]), n), np.repeat(ints([p[1] for p in parts]), n),
-            ints([w for p in parts for w in p[2]]), np.repeat(ints([p[3] for p in parts]), n), splits)
+            kept.append((k, d, *seen[key]))
+    job, dom, room, split = np.array(kept, dtype=np.int64).reshape(-1, 4).T
+    return job, dom, room, split, splits
 
 
 def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray, workers: np.ndarray) -> np.ndarray:

@@ -35,12 +35,12 @@ from __future__ import annotations
 import numpy as np
 
 from placement import deadline
-from placement.formulation.config_options import counts_of, options
+from placement.formulation.config_options import count_choices, options
 from placement.formulation.domains import Domains, subtrees
 from placement.formulation.progress_block import ProgressBlock, geometric_buckets
 from placement.formulation.rows import Rows, packing_rows
 from placement.formulation.slot_room import SlotRoom
-from placement.instance import MB_TO_GB, Instance, Job
+from placement.instance import Instance, Job, demand_matrix
 from placement.intent import Intent, JobIntent
 from solvers.problem import FlatGroups, Problem
 
@@ -54,7 +54,8 @@ BUCKETS = ("slots", "geometric")
 
 def worker_counts(job: Job, most: int, counts: str) -> list[int]:
     """The worker counts of a domain that holds at most ``most`` workers of ``job``."""
-    return list(counts_of(job.min_workers, job.max_workers, most, counts))
+    top = np.array([min(job.max_workers, most)], dtype=np.int64)
+    return count_choices(np.array([job.min_workers], dtype=np.int64), top, counts)[1].tolist()
 
 
 def config_rate(instance: Instance, job: Job, workers: int, local: bool, h: int) -> float:
@@ -155,8 +156,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     # ---- packing: subtree capacity (t, u, r) and spread-domain uplinks (t, v) ---------
     of_job = progress.positions(o_job)
     job_list = [instance.jobs[j] for j in jobs]
-    alpha = np.array([[jb.worker.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
-    beta = np.array([[jb.ps.get(r, 0) for r in res] for jb in job_list], dtype=float).reshape(-1, len(res))
+    alpha, beta = demand_matrix(job_list, res, "worker"), demand_matrix(job_list, res, "ps")
     demand = o_w[:, None] * alpha[of_job] + s_o[:, None] * beta[of_job]
     R, N, n_b = len(res), len(nodes), len(progress.bucket_end)
     o_bucket = progress.bucket_of_slot[o_slot - start]

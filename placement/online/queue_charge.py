@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from placement.instance import Instance, Job
+from placement.instance import Instance, Job, demand_matrix
 
 __all__ = ["leftover", "queue_delay", "queue_extra"]
 
@@ -40,11 +40,9 @@ def leftover(instance: Instance, jobs: Sequence[Job], remaining: Sequence[float]
     cap = instance.capacity_matrix if machines is None else instance.capacity_matrix[machines]
     cap = cap.sum(axis=0)
     own = np.array([instance.unfinished_seconds(job, r) for job, r in zip(jobs, remaining)], dtype=float)
-    res = instance.resources
-    worker = np.array([[job.worker.get(r, 0) for r in res] for job in jobs], dtype=float).reshape(len(jobs), len(res))
-    ps = np.array([[job.ps.get(r, 0) for r in res] for job in jobs], dtype=float).reshape(len(jobs), len(res))
     kappa = np.array([job.kappa for job in jobs], dtype=float)
-    need = worker + kappa[:, None] * ps
+    need = (demand_matrix(jobs, instance.resources, "worker")
+            + kappa[:, None] * demand_matrix(jobs, instance.resources, "ps"))
     on = (need > 0) & (cap > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(on, need / np.where(cap > 0, cap, 1.0), -np.inf).max(axis=1, initial=-np.inf)
