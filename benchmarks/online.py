@@ -55,8 +55,9 @@ from tqdm import tqdm
 
 from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
 from placement.evaluate import isolated_jct
+from placement.pooled_bound import pooled_bound
 from placement.cluster_spec import parse_cluster
-from placement.instance import Job
+from placement.instance import Instance, Job
 from placement.online.baselines import BASELINES
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.registry import POLICIES, make_policy
@@ -179,6 +180,14 @@ def _same_as_log(jobs: list[Job], size: int, seed: int, slot_seconds: float) -> 
         return read_philly(sample=size, seed=seed, slot_seconds=slot_seconds) == jobs
     except FileNotFoundError:
         return None
+
+
+def average_jct_bound(instance: Instance) -> float | None:
+    """Hours no policy's average JCT can beat on ``instance`` (its horizon; every weight set to 1):
+    :func:`placement.pooled_bound.pooled_bound` over the jobs."""
+    unit = dataclasses.replace(instance, jobs=tuple(dataclasses.replace(j, weight=1) for j in instance.jobs))
+    bound = pooled_bound(unit)
+    return None if bound is None else bound / len(unit.jobs) / 3600
 
 
 def run_hours(job: Job) -> float:
@@ -348,6 +357,20 @@ def decision_at_scale(sample: Sample, cluster: str, n_jobs: int, slots: int, slo
 
 
 # ----- Markdown ------------------------------------------------------------------------------------
+def _bound_sentence(st: dict[str, Any], policies: list[str]) -> str:
+    """How far the project's policies can at most be from the optimum: over the larger of the two
+    lower bounds (the floor counts whole slots per job, the pooled bound counts the queueing)."""
+    bounds = [b for b in (st.get("bound_h"), st.get("floor_h")) if b is not None]
+    if not bounds:
+        return ""
+    lower = max(bounds)
+    ours = [f"`{p}` {st['runs'][p]['average_jct_h'] / lower - 1:.1%}" for p in ("lp-rounding", "greedy")
+            if p in policies and not st["runs"][p].get("unfinished")]
+    which = "pooled LP bound" if lower == st.get("bound_h") else "no-contention floor"
+    return (f" Lower bound ({which}, the larger of the two): {lower:.2f} h, so no valid schedule averages "
+            "less; above it" + (": " + ", ".join(ours) if ours else "") + ".")
+
+
 def _f(x: Any, fmt: str = ".3g") -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
@@ -376,7 +399,8 @@ def markdown(doc: dict[str, Any]) -> str:
             if code["uncommitted"] else "; no uncommitted changes in `placement/` or `solvers/`") + "  ",
          f"Runtime: {doc['runtime']['total_s'] / 60:.1f} min wall in all, {doc['runtime']['cpu_s'] / 60:.1f} min CPU "
          "of this process (the rest: other users' load). Wall: simulations "
-         f"{doc['runtime']['simulations_s'] / 60:.1f} min, plots and files "
+         f"{doc['runtime']['simulations_s'] / 60:.1f} min, pooled bounds "
+         f"{doc['runtime'].get('bounds_s', 0):.0f} s, plots and files "
          f"{doc['runtime']['plots_s']:.0f} s, decision-time measurement {doc['runtime']['decision_s']:.0f} s."
          + (" **Quick mode** (`--quick`): a smoke run, not the benchmark." if s["quick"] else ""),
          "",
@@ -413,9 +437,9 @@ def markdown(doc: dict[str, Any]) -> str:
           "", "## Average JCT / best baseline", ""]
     settings = doc["settings_run"]
     policies = doc["settings"]["policies"]
-    L.append("| sample | cluster | best baseline (avg JCT) | no-contention floor | "
+    L.append("| sample | cluster | best baseline (avg JCT) | no-contention floor | pooled LP bound | "
              + " | ".join(f"`{p}`" for p in policies) + " |")
-    L.append("|---|---|---|---:|" + "---:|" * len(policies))
+    L.append("|---|---|---|---:|---:|" + "---:|" * len(policies))
     for st in settings:
         best = st["best_baseline"]
         head = f"`{best}` ({_h(st['runs'][best]['average_jct_h'])} h)" if best else "–"
@@ -426,11 +450,20 @@ def markdown(doc: dict[str, Any]) -> str:
             cells.append(f"**{cell}**" if p in ("lp-rounding", "greedy") else cell)
         floor = st.get("floor_h")
         floor_cell = (_f(floor / st["runs"][best]["average_jct_h"], ".3f") if best and floor is not None else "–")
-        L.append(f"| `{st['sample']}` | `{st['cluster']}` | {head} | {floor_cell} | " + " | ".join(cells) + " |")
+        bound = st.get("bound_h")
+        bound_cell = (_f(bound / st["runs"][best]["average_jct_h"], ".3f") if best and bound is not None else "–")
+        L.append(f"| `{st['sample']}` | `{st['cluster']}` | {head} | {floor_cell} | {bound_cell} | "
+                 + " | ".join(cells) + " |")
     L += ["", "Below 1: better than every baseline on that (sample, cluster). No-contention floor: the mean "
           "over jobs of `placement.evaluate.isolated_jct` (each job alone on the cluster at max_workers "
           "from its arrival, at its fastest per-batch time), over the best baseline's average JCT; no "
-          "policy that finishes every job can have a lower ratio. †: the policy rejected jobs, and "
+          "policy that finishes every job can have a lower ratio. Pooled LP bound: "
+          "`placement.pooled_bound` (the LP of the whole horizon with the cluster as one machine of its "
+          "summed capacity at its fastest speed, every weight 1; docs/formulation.md, 'The pooled "
+          "bound'), a proven lower bound on any valid schedule's average JCT that, unlike the floor, "
+          "counts the queueing, and forgets fragmentation, links and locality. A policy's ratio over "
+          "this column's is an upper limit on its distance from the optimum. †: the policy rejected "
+          "jobs, and "
           "its average is over all jobs with each rejected job charged the horizon (MODEL.md's "
           "unfinished charge): see the admission tables below for its admitted jobs."]
     for st in settings:
@@ -443,7 +476,8 @@ def markdown(doc: dict[str, Any]) -> str:
               f"({smp['requested_gpus'] / cs['gpus']:.1f}x the cluster) within {smp['arrival_span_h']:.1f} h. "
               f"Over those first {st['contention']['busy_slots'] * s['slot_seconds'] / 3600:g} h the policies kept "
               f"{st['contention']['busy_utilisation_min']:.0%}–{st['contention']['busy_utilisation_max']:.0%} of the "
-              "GPUs busy (column \"GPU util, busy start\"); the queueing columns show who waited.",
+              "GPUs busy (column \"GPU util, busy start\"); the queueing columns show who waited."
+              + _bound_sentence(st, policies),
               "",
               "| policy | avg JCT, all jobs (h) | / best baseline | p95 JCT (h) | makespan (h) | GPU util (mean) "
               "| GPU util, busy start | reconfigurations | unfinished | decision median (ms) | decision p95 (ms) "
@@ -648,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_sim = 0.0
     t_plot = 0.0
+    t_bound = 0.0
     cpu_start = time.process_time()
     runs = [(smp, c, p) for smp in samples for c in clusters for p in policies]
     bar = tqdm(total=len(runs), unit="run", desc="online benchmark", dynamic_ncols=True)
@@ -669,6 +704,10 @@ def main(argv: list[str] | None = None) -> int:
                 metrics[p], series[p] = run_metrics(r, slot_seconds, wall, cpu, busy[c])
                 metrics[p]["jct_s"] = dict(r.jct)
                 bar.update(1)
+            bar.set_postfix_str(f"{smp.name} {c} pooled bound")
+            start = time.perf_counter()
+            bound_h = average_jct_bound(max(results.values(), key=lambda r: r.instance.horizon).instance)
+            t_bound += time.perf_counter() - start
             start = time.perf_counter()
             base_avg = {p: metrics[p]["average_jct_h"] for p in policies if p in BASELINES}
             best = min(base_avg, key=base_avg.get) if base_avg else None
@@ -686,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             busy_util = [m["gpu_utilisation_busy"] for m in metrics.values()]
             doc["settings_run"].append({
                 "sample": smp.name, "cluster": c, "best_baseline": best, "runs": metrics, "floor_h": floor_h,
+                "bound_h": bound_h,
                 "plots": [os.path.relpath(p_, out.parent) for p_ in paths], "plot_span": span,
                 "plot_edge_h": edge / 3600,
                 "contention": {"mean_wait_h_min": min(waits, default=None), "mean_wait_h_max": max(waits, default=None),
@@ -703,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["decision_at_scale"].append(decision_at_scale(
                 smp, base["decision_cluster"], base["decision_jobs"], decision_slots, slot_seconds))
     t_dec = time.perf_counter() - start
-    doc["runtime"] = {"simulations_s": t_sim, "plots_s": t_plot, "decision_s": t_dec,
+    doc["runtime"] = {"simulations_s": t_sim, "bounds_s": t_bound, "plots_s": t_plot, "decision_s": t_dec,
                       "total_s": time.perf_counter() - t_start,
                       "cpu_s": time.process_time() - cpu_start}
     _write(results_dir / "results.json", _compact_lists(json.dumps(doc, indent=1)) + "\n")

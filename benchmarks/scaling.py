@@ -13,11 +13,11 @@ with placement.evaluate. Gaps:
 - to the aggregated model's LP over all domains, a proven lower bound on the window
   instance's optimum, where that LP is small enough to solve here (skipped above
   --bound-limit variables);
-- to the single-machine bound at every size: the LP of the same jobs on one machine with
-  the whole cluster's capacity and a local bandwidth no lower than any machine's or any
-  job's worker_gbps. Every valid schedule of the real cluster maps to one of this machine
-  that runs no slower, uses no more capacity and leaves no more work unfinished, so its
-  LP value is a proven (weaker) lower bound too.
+- to the single-machine bound at every size: placement.pooled_bound, the LP of the same
+  jobs on one machine with the whole cluster's capacity and a local bandwidth no lower
+  than any machine's or any job's worker_gbps. Every valid schedule of the real cluster
+  maps to one of this machine that runs no slower, uses no more capacity and leaves no
+  more work unfinished, so its LP value is a proven (weaker) lower bound too.
 
 ``--executor local processes dask`` measures each size on each, side by side: the
 partitions solved on the policy's thread pool, on a ``PartitionPool`` of
@@ -113,6 +113,7 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
     from placement.formulation.aggregated import formulate_aggregated
+    from placement.pooled_bound import pooled_bound
     from solvers.lp import solve_lp
 
     window_inst = dataclasses.replace(inst, horizon=len(by_slot)) if len(by_slot) < inst.horizon else inst
@@ -121,8 +122,7 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     if 3 * options <= bound_limit:
         result = solve_lp(formulate_aggregated(window_inst)[0])
         bound = result.objective if result.status.value == "optimal" else None
-    result = solve_lp(formulate_aggregated(single_machine(window_inst))[0])
-    single = result.objective if result.status.value == "optimal" else None
+    single = pooled_bound(window_inst)
     allocations = sorted((t, sorted(map(dataclasses.astuple, a))) for t, a in by_slot.items())
     digest = hashlib.sha256(repr(allocations).encode()).hexdigest()[:12]
     where = {"dask": f"dask: LocalCluster of {dask_workers} x 1 thread",
@@ -136,16 +136,6 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
                "unfinished": report.unfinished, "valid": not violations, "lp_value_slot0": lp_value,
                "proven_bound": bound, "single_machine_bound": single,
                "gpu_utilisation": report.utilisation.get("gpu")})
-
-
-def single_machine(inst):
-    """The whole cluster as one machine (module docstring): a relaxation of ``inst``."""
-    from placement.topology import Machine, Topology
-
-    total = {r: float(inst.capacity_matrix[:, k].sum()) for k, r in enumerate(inst.resources)}
-    fastest = max([m.local_gbps for m in inst.topology.machines] + [j.worker_gbps for j in inst.jobs])
-    return dataclasses.replace(inst, topology=Topology((Machine("cluster", total, fastest),)),
-                               name=inst.name + "-single")
 
 
 def measure(size: str, executor: str, args: argparse.Namespace) -> dict:

@@ -1,0 +1,63 @@
+"""The pooled bound: the LP of the whole horizon with the cluster seen as one machine, a proven
+lower bound on the weighted JCT of every valid schedule that contention still shows.
+
+Why: an online run needs a yardstick. The no-contention floor (:func:`placement.evaluate.isolated_jct`)
+ignores that jobs share the GPUs; the column bound (:mod:`placement.column_bound`) is the strongest
+but its column generation converges slowly over hundreds of slots; the per-machine and aggregated
+LPs grow with machines x slots. Pooling every machine's capacity into one machine keeps what decides
+the queueing (per slot, the jobs share the cluster's total of each resource) at the size of one
+machine, and forgets fragmentation, links and locality.
+
+It is a relaxation (docs/formulation.md, 'The pooled bound'): the one machine has the summed
+capacity of each resource and the fastest gradient exchange of any placement (the largest
+``local_gbps`` or any job's ``worker_gbps``), and a job with a speed table gets, at every worker
+count, its fastest rate over the local and every spread row. Every valid schedule then maps to a
+feasible point of the aggregated model (:func:`placement.formulation.formulate_aggregated`) of the
+one-machine instance, slot by slot with the same worker and PS counts, at least its progress and at
+most its objective terms; that model's LP value is a lower bound on its own optimum, so on the
+original one.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from placement.formulation.aggregated import formulate_aggregated
+from placement.instance import Instance, Job
+from placement.speed import SpeedTable
+from placement.topology import Machine, Topology
+from solvers.lp import solve_lp
+from solvers.result import Status
+
+__all__ = ["as_one_machine", "pooled_bound"]
+
+
+def as_one_machine(instance: Instance) -> Instance:
+    """The relaxation of the module docstring: the same jobs on one machine with the cluster's
+    summed capacity, as fast as its fastest placement."""
+    total = {r: float(instance.capacity_matrix[:, k].sum()) for k, r in enumerate(instance.resources)}
+    fastest = max([m.local_gbps for m in instance.topology.machines] + [j.worker_gbps for j in instance.jobs])
+    return dataclasses.replace(instance, topology=Topology((Machine("cluster", total, fastest),)),
+                               jobs=tuple(_fastest_rows(j) for j in instance.jobs), name=instance.name + "-pooled")
+
+
+def pooled_bound(instance: Instance, *, time_limit: float | None = None) -> float | None:
+    """A proven lower bound on the optimal weighted JCT (MODEL.md 5, seconds) of ``instance``; None
+    when the LP is not solved to optimality within ``time_limit`` (then no bound is claimed).
+
+    For a bound on the average JCT, pass the instance with every weight 1 and divide by the jobs."""
+    result = solve_lp(formulate_aggregated(as_one_machine(instance))[0], time_limit=time_limit)
+    if result.status is not Status.OPTIMAL:
+        return None
+    return float(result.bound if result.bound is not None else result.objective)
+
+
+def _fastest_rows(job: Job) -> Job:
+    """A table job whose local row is, per worker count, its fastest rate over every row (on one
+    machine every job is local, and a spread row may be faster than the local one)."""
+    if job.speed is None:
+        return job
+    rows = np.array([job.speed.local] + [rates for _, rates in job.speed.spread])
+    local = tuple(float(v) for v in rows.max(axis=0))
+    return dataclasses.replace(job, speed=SpeedTable(job.speed.min_workers, local, job.speed.spread))
