@@ -232,6 +232,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for name, r in results.items():
             print(f"{name:<12} {r.average_jct:>12.6g} {r.p95_jct:>12.6g} {r.makespan:>13.6g} "
                   f"{len(r.unfinished):>10} {r.reconfigurations:>7} {r.decision_time['median']:>20.4f}")
+    if args.bound:
+        print(bound_lines(results))
     with Staged() as staged:     # --out only once the plots are drawn: all or nothing
         if args.out:
             staged.write_text(args.out, json_text({name: r.to_dict(schedule=False) for name, r in results.items()}))
@@ -240,6 +242,26 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for path in ([args.out] if args.out else []) + plots:
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def bound_lines(results: dict) -> str:
+    """The two average-JCT lower bounds of the runs' instance (the longest horizon run: it holds every
+    other run's schedule) and each policy's distance above the larger one."""
+    import numpy as np
+
+    from placement.evaluate import isolated_jct
+    from placement.pooled_bound import average_jct_bound
+
+    inst = max(results.values(), key=lambda r: r.instance.horizon).instance
+    floor = float(np.mean([isolated_jct(inst, j) for j in inst.jobs]))
+    pooled = average_jct_bound(inst)
+    lower = max(floor, pooled or 0.0)
+    lines = [f"lower bounds on the average JCT: no-contention floor {floor:.6g} s, pooled LP "
+             + ("not solved" if pooled is None else f"{pooled:.6g} s") + " (no valid schedule averages less)"]
+    for name, r in results.items():
+        note = f" ({len(r.unfinished)} unfinished, at MODEL.md's charge)" if r.unfinished else ""
+        lines.append(f"  {name:<12} {r.average_jct / lower - 1:>8.1%} above the larger bound{note}")
+    return "\n".join(lines)
 
 
 def cmd_batch(args: argparse.Namespace) -> int:

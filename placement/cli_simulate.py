@@ -47,6 +47,9 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
     p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
     p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
+    p.add_argument("--bound", action="store_true",
+                   help="also print lower bounds on the average JCT (no-contention floor, pooled LP: "
+                        "placement.pooled_bound) and how far above them each policy ends")
     p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
     p.add_argument("--progress", action="store_true",
                    help="show a progress bar even when stderr is not a terminal (it is on in a terminal)")

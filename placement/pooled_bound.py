@@ -30,7 +30,7 @@ from placement.topology import Machine, Topology
 from solvers.lp import solve_lp
 from solvers.result import Status
 
-__all__ = ["as_one_machine", "pooled_bound"]
+__all__ = ["as_one_machine", "average_jct_bound", "pooled_bound"]
 
 
 def as_one_machine(instance: Instance) -> Instance:
@@ -51,6 +51,14 @@ def pooled_bound(instance: Instance, *, time_limit: float | None = None) -> floa
     if result.status is not Status.OPTIMAL:
         return None
     return float(result.bound if result.bound is not None else result.objective)
+
+
+def average_jct_bound(instance: Instance, *, time_limit: float | None = None) -> float | None:
+    """Seconds below which no valid schedule's average JCT (MODEL.md 5) can be on ``instance``: the
+    pooled bound with every weight 1, over the jobs; None as :func:`pooled_bound`."""
+    unit = dataclasses.replace(instance, jobs=tuple(dataclasses.replace(j, weight=1) for j in instance.jobs))
+    bound = pooled_bound(unit, time_limit=time_limit)
+    return None if bound is None else bound / len(unit.jobs)
 
 
 def _fastest_rows(job: Job) -> Job:

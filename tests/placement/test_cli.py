@@ -1,5 +1,6 @@
 """The CLI: exit codes 0 valid / 1 invalid / 2 bad input, one clear line, no traceback."""
 import json
+import re
 import subprocess
 import sys
 
@@ -138,3 +139,15 @@ def test_python_dash_m_placement_is_the_command():
     out = subprocess.run([sys.executable, "-m", "placement", "--help"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "usage: placement" in out.stdout
+
+
+def test_simulate_prints_lower_bounds_that_no_run_beats(capsys):
+    code = main(["simulate", "--trace", str(EXAMPLES.parent / "traces" / "philly-30-s3.csv"),
+                 "--cluster", "racks:1x1", "--policy", "greedy", "--policy", "fifo", "--bound"])
+    text = capsys.readouterr().out
+    assert code == 0
+    line = next(x for x in text.splitlines() if x.startswith("lower bounds on the average JCT"))
+    floor, pooled = (float(v) for v in re.findall(r"(?:floor|LP) ([0-9.e+]+) s", line))
+    assert pooled > floor   # 30 jobs on 8 GPUs queue: the pooled bound sees it, the floor does not
+    above = {m[1]: float(m[2]) for m in re.finditer(r"^\s+(\S+)\s+(-?[0-9.]+)% above", text, re.M)}
+    assert set(above) == {"greedy", "fifo"} and min(above.values()) >= 0
