@@ -12,10 +12,12 @@ It is a relaxation (docs/formulation.md, 'The pooled bound'): the one machine ha
 capacity of each resource and the fastest gradient exchange of any placement (the largest
 ``local_gbps`` or any job's ``worker_gbps``), and a job with a speed table gets, at every worker
 count, its fastest rate over the local and every spread row. Every valid schedule then maps to a
-feasible point of the aggregated model (:func:`placement.formulation.formulate_aggregated`) of the
-one-machine instance, slot by slot with the same worker and PS counts, at least its progress and at
-most its objective terms; that model's LP value is a lower bound on its own optimum, so on the
-original one.
+feasible point of the configuration model with every worker count
+(:func:`placement.formulation.formulate_configuration`, ``counts="all"``) of the one-machine
+instance, slot by slot with the same worker count, at least its progress and at most its objective
+terms; that model's LP value is a lower bound on its own optimum, so on the original one. The
+configuration model rather than the aggregated one: the same value for linear jobs, tighter for
+concave tables (the aggregated model credits every worker at the table's best rate per worker).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from placement.formulation.aggregated import formulate_aggregated
+from placement.formulation.configuration import formulate_configuration
 from placement.instance import Instance, Job
 from placement.speed import SpeedTable
 from placement.topology import Machine, Topology
@@ -47,7 +49,7 @@ def pooled_bound(instance: Instance, *, time_limit: float | None = None) -> floa
     when the LP is not solved to optimality within ``time_limit`` (then no bound is claimed).
 
     For a bound on the average JCT, pass the instance with every weight 1 and divide by the jobs."""
-    result = solve_lp(formulate_aggregated(as_one_machine(instance))[0], time_limit=time_limit)
+    result = solve_lp(formulate_configuration(as_one_machine(instance), counts="all")[0], time_limit=time_limit)
     if result.status is not Status.OPTIMAL:
         return None
     return float(result.bound if result.bound is not None else result.objective)

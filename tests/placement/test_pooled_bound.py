@@ -11,7 +11,7 @@ import pytest
 from placement.clusters import RESOURCES, star
 from placement.exact_referee import solve_exact_model
 from placement.evaluate import isolated_jct, score
-from placement.formulation import formulate_aggregated
+from placement.formulation import formulate_aggregated, formulate_configuration
 from placement.generate import generate
 from placement.instance import Instance, Job
 from placement.online.registry import make_policy
@@ -72,6 +72,26 @@ def test_never_above_the_optimum_with_tables():
     assert _checked_against_brute_force(table_instance(s) for s in range(40)) >= 10
 
 
+def test_at_least_the_aggregated_models_value_and_tighter_on_a_concave_table():
+    """Why the configuration model: per worker count it credits the table's own rate, where the
+    aggregated model credits every worker at the table's best rate per worker."""
+    for s in range(20):
+        inst = table_instance(s)
+        assert pooled_bound(inst) >= solve_lp(formulate_aggregated(as_one_machine(inst))[0]).objective * (1 - 1e-7)
+    # Two jobs of 600 batches on 4 GPUs, concave: the aggregated model runs both at 13.5 batches/s
+    # on 1.35 GPUs each; the configuration model knows 2 + 2 GPUs give 12 each.
+    topo = star(1, capacity={"gpu": 4, "cpu": 4, "mem": 8}, local_gbps=10, link_gbps=100)
+    jobs = tuple(Job(id=f"j{k}", arrival=0, work_batches=600, batch_seconds=0.1, worker={"gpu": 1}, ps={"cpu": 1},
+                     max_workers=4, worker_gbps=1, ps_gbps=4,
+                     speed=SpeedTable(1, (10.0, 12.0, 13.0, 13.5), ((2, (1.0, 1.0, 1.0, 1.0)),)))
+                 for k in range(2))
+    inst = Instance(slot_seconds=10.0, horizon=10, resources=RESOURCES, topology=topo, jobs=jobs, name="concave")
+    exact = solve_exact_model(inst, time_limit=60)
+    aggregated = solve_lp(formulate_aggregated(as_one_machine(inst))[0]).objective
+    assert exact.exact and exact.objective == pytest.approx(100.0)  # 2 + 2 GPUs: 50 s, 5 slots each
+    assert aggregated * 1.02 < pooled_bound(inst) <= exact.objective * (1 + 1e-7)
+
+
 def test_a_spread_row_faster_than_local_is_kept():
     """Two 1-GPU machines; the job runs 4x faster spread over both than on one. Pooling with the
     local row only would claim it needs 4 slots where the optimum needs 1: a bound above the optimum."""
@@ -83,7 +103,7 @@ def test_a_spread_row_faster_than_local_is_kept():
     assert best == pytest.approx(10.0)
     assert pooled_bound(inst) <= best * (1 + 1e-7)
     local_only = dataclasses.replace(as_one_machine(inst), jobs=inst.jobs)
-    assert solve_lp(formulate_aggregated(local_only)[0]).objective > best * 1.5
+    assert solve_lp(formulate_configuration(local_only, counts="all")[0]).objective > best * 1.5
 
 
 def test_contention_lifts_it_above_the_floor():
