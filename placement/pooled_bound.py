@@ -32,7 +32,11 @@ from placement.topology import Machine, Topology
 from solvers.lp import solve_lp
 from solvers.result import Status
 
-__all__ = ["as_one_machine", "average_jct_bound", "pooled_bound"]
+__all__ = ["MAX_CONFIGURATIONS", "as_one_machine", "average_jct_bound", "pooled_bound", "pooled_size"]
+
+#: The most configurations (job, slot, worker count) the LP is built with: HiGHS takes about 0.85 KB
+#: per configuration (2.5 GB at 3.0 million: workload-6 in tuned mode), so about 4 GB at most.
+MAX_CONFIGURATIONS = 5_000_000
 
 
 def as_one_machine(instance: Instance) -> Instance:
@@ -44,22 +48,33 @@ def as_one_machine(instance: Instance) -> Instance:
                                jobs=tuple(_fastest_rows(j) for j in instance.jobs), name=instance.name + "-pooled")
 
 
-def pooled_bound(instance: Instance, *, time_limit: float | None = None) -> float | None:
+def pooled_size(instance: Instance) -> int:
+    """The configurations of the pooled LP: per job, its slots from arrival to the horizon times its
+    worker counts (on the one machine every count fits)."""
+    return sum(max(0, instance.horizon - j.arrival) * (j.max_workers - j.min_workers + 1) for j in instance.jobs)
+
+
+def pooled_bound(instance: Instance, *, time_limit: float | None = None,
+                 max_configurations: int = MAX_CONFIGURATIONS) -> float | None:
     """A proven lower bound on the optimal weighted JCT (MODEL.md 5, seconds) of ``instance``; None
-    when the LP is not solved to optimality within ``time_limit`` (then no bound is claimed).
+    when the LP would have more than ``max_configurations`` configurations (:func:`pooled_size`) or
+    is not solved to optimality within ``time_limit`` (then no bound is claimed).
 
     For a bound on the average JCT, pass the instance with every weight 1 and divide by the jobs."""
+    if pooled_size(instance) > max_configurations:
+        return None
     result = solve_lp(formulate_configuration(as_one_machine(instance), counts="all")[0], time_limit=time_limit)
     if result.status is not Status.OPTIMAL:
         return None
     return float(result.bound if result.bound is not None else result.objective)
 
 
-def average_jct_bound(instance: Instance, *, time_limit: float | None = None) -> float | None:
+def average_jct_bound(instance: Instance, *, time_limit: float | None = None,
+                      max_configurations: int = MAX_CONFIGURATIONS) -> float | None:
     """Seconds below which no valid schedule's average JCT (MODEL.md 5) can be on ``instance``: the
     pooled bound with every weight 1, over the jobs; None as :func:`pooled_bound`."""
     unit = dataclasses.replace(instance, jobs=tuple(dataclasses.replace(j, weight=1) for j in instance.jobs))
-    bound = pooled_bound(unit, time_limit=time_limit)
+    bound = pooled_bound(unit, time_limit=time_limit, max_configurations=max_configurations)
     return None if bound is None else bound / len(unit.jobs)
 
 

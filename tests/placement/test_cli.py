@@ -151,3 +151,11 @@ def test_simulate_prints_lower_bounds_that_no_run_beats(capsys):
     assert pooled > floor   # 30 jobs on 8 GPUs queue: the pooled bound sees it, the floor does not
     above = {m[1]: float(m[2]) for m in re.finditer(r"^\s+(\S+)\s+(-?[0-9.]+)% above", text, re.M)}
     assert set(above) == {"greedy", "fifo"} and min(above.values()) >= 0
+
+
+def test_simulate_bound_skips_a_pooled_model_over_the_size_limit(capsys, monkeypatch):
+    monkeypatch.setattr("placement.pooled_bound.MAX_CONFIGURATIONS", 10)
+    code = main(["simulate", "--trace", str(EXAMPLES / "racks.json"), "--policy", "greedy", "--bound"])
+    text = capsys.readouterr().out
+    assert code == 0 and "pooled LP skipped (" in text and "more than 10)" in text
+    assert re.search(r"greedy\s+-?[0-9.]+% above the larger bound", text)

@@ -15,7 +15,7 @@ from placement.formulation import formulate_aggregated, formulate_configuration
 from placement.generate import generate
 from placement.instance import Instance, Job
 from placement.online.registry import make_policy
-from placement.pooled_bound import as_one_machine, pooled_bound
+from placement.pooled_bound import as_one_machine, pooled_bound, pooled_size
 from placement.simulate import simulate
 from placement.speed import SpeedTable
 from placement.topology import Machine, Topology
@@ -129,3 +129,11 @@ def test_never_above_a_simulated_run(policy):
     bound = pooled_bound(run.instance)
     assert bound is not None and bound <= run.report.objective * (1 + 1e-9)
     assert run.report.objective == pytest.approx(score(run.instance, run.schedule).objective)
+
+
+def test_a_model_over_the_size_limit_is_not_built():
+    inst = generate(jobs=6, cluster="racks:1x2", seed=1, horizon=12)
+    size = pooled_size(inst)
+    assert size == sum((12 - j.arrival) * (j.max_workers - j.min_workers + 1) for j in inst.jobs)
+    assert pooled_bound(inst, max_configurations=size - 1) is None
+    assert pooled_bound(inst, max_configurations=size) is not None
