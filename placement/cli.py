@@ -20,7 +20,8 @@ try:    # Ctrl-C while the command starts up: the same one line as later, no tra
     from pathlib import Path
 
     from placement import __version__, deadline, limits
-    from placement.cli_simulate import ExecutorUnavailable, add_simulate_arguments, partitions_on, simulation_input
+    from placement.cli_simulate import (ExecutorUnavailable, add_simulate_arguments, bound_lines, partitions_on,
+                                        simulation_input)
     from placement.evaluate import evaluate
     from placement.outputs import OutputError, Staged, check_folder, check_outputs, json_text, write_text
     from placement.strict_json import FileFormatError
@@ -242,33 +243,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for path in ([args.out] if args.out else []) + plots:
         print(f"wrote {path}")
     return EXIT_OK
-
-
-def bound_lines(results: dict) -> str:
-    """The two average-JCT lower bounds of the runs' instance (the longest horizon run: it holds every
-    other run's schedule) and each policy's distance above the larger one."""
-    import numpy as np
-
-    from placement.evaluate import isolated_jct
-    from placement.pooled_bound import MAX_CONFIGURATIONS, average_jct_bound, pooled_size
-
-    inst = max(results.values(), key=lambda r: r.instance.horizon).instance
-    floor = float(np.mean([isolated_jct(inst, j) for j in inst.jobs]))
-    size = pooled_size(inst)
-    pooled = average_jct_bound(inst) if size <= MAX_CONFIGURATIONS else None
-    if pooled is not None:
-        said = f"{pooled:.6g} s"
-    elif size > MAX_CONFIGURATIONS:
-        said = f"skipped ({size:,} configurations, more than {MAX_CONFIGURATIONS:,})"
-    else:
-        said = "not solved to optimality"
-    lower = max(floor, pooled or 0.0)
-    lines = [f"lower bounds on the average JCT: no-contention floor {floor:.6g} s, pooled LP {said} "
-             "(no valid schedule averages less)"]
-    for name, r in results.items():
-        note = f" ({len(r.unfinished)} unfinished, at MODEL.md's charge)" if r.unfinished else ""
-        lines.append(f"  {name:<12} {r.average_jct / lower - 1:>8.1%} above the larger bound{note}")
-    return "\n".join(lines)
 
 
 def cmd_batch(args: argparse.Namespace) -> int:

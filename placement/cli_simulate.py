@@ -162,3 +162,30 @@ def simulation_input(args: argparse.Namespace):
     except FileFormatError as exc:
         raise ValueError(str(exc) if exc.path == args.trace else f"{args.trace}: {exc}") from None
     return instance, instance.topology, instance.slot_seconds
+
+
+def bound_lines(results: dict) -> str:
+    """The two average-JCT lower bounds of the runs' instance (the longest horizon run: it holds every
+    other run's schedule) and each policy's distance above the larger one."""
+    import numpy as np
+
+    from placement.evaluate import isolated_jct
+    from placement.pooled_bound import MAX_CONFIGURATIONS, average_jct_bound, pooled_size
+
+    inst = max(results.values(), key=lambda r: r.instance.horizon).instance
+    floor = float(np.mean([isolated_jct(inst, j) for j in inst.jobs]))
+    size = pooled_size(inst)
+    pooled = average_jct_bound(inst) if size <= MAX_CONFIGURATIONS else None
+    if pooled is not None:
+        said = f"{pooled:.6g} s"
+    elif size > MAX_CONFIGURATIONS:
+        said = f"skipped ({size:,} configurations, more than {MAX_CONFIGURATIONS:,})"
+    else:
+        said = "not solved to optimality"
+    lower = max(floor, pooled or 0.0)
+    lines = [f"lower bounds on the average JCT: no-contention floor {floor:.6g} s, pooled LP {said} "
+             "(no valid schedule averages less)"]
+    for name, r in results.items():
+        note = f" ({len(r.unfinished)} unfinished, at MODEL.md's charge)" if r.unfinished else ""
+        lines.append(f"  {name:<12} {r.average_jct / lower - 1:>8.1%} above the larger bound{note}")
+    return "\n".join(lines)
