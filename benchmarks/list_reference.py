@@ -14,8 +14,8 @@ end of the slot in which its work is done, as in MODEL.md. Orders: shortest rema
 size first, and smallest remaining area (that time x its GPUs) first.
 
 These are references, not bounds (neither rule is optimal with arrivals and elastic jobs); the
-bounds beside them are: the no-contention floor (``placement.evaluate.isolated_jct``) and the
-pooled LP bound (``placement.pooled_bound.average_jct_bound``) of the jobs on the cluster over
+bounds beside them are (``placement.pooled_bound.average_jct_bounds``): the no-contention floor
+(``placement.evaluate.isolated_jct``) and the pooled LP bound of the jobs on the cluster over
 the longer of the two list schedules (so they hold for every valid schedule at least as short). ``benchmarks/ONLINE.md`` has the policies' averages.
 """
 from __future__ import annotations
@@ -35,9 +35,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from online import load_sample  # noqa: E402
 from placement.cluster_spec import parse_cluster  # noqa: E402
 from placement.clusters import RESOURCES  # noqa: E402
-from placement.evaluate import isolated_jct  # noqa: E402
 from placement.instance import Instance, Job  # noqa: E402
-from placement.pooled_bound import average_jct_bound  # noqa: E402
+from placement.pooled_bound import average_jct_bounds  # noqa: E402
 from placement.topology import Topology  # noqa: E402
 
 
@@ -95,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             refs = {o: list_schedule(list(sample.jobs), topo, args.slot_seconds, o) for o in ("srpt", "area")}
             inst = Instance(slot_seconds=args.slot_seconds, horizon=max(n for _, n in refs.values()),
                             resources=RESOURCES, topology=topo, jobs=tuple(sample.jobs), name=f"{sample.name}-{c}")
-            floor = float(np.mean([isolated_jct(inst, j) for j in inst.jobs]))
-            bound = average_jct_bound(inst)
+            bounds = average_jct_bounds(inst)
+            floor, bound = bounds.floor, bounds.pooled
             refs = {o: avg for o, (avg, _) in refs.items()}
             rows.append((sample.name, c, floor, bound, refs))
             print(f"{sample.name} {c}: floor {floor / 3600:.2f} h, pooled bound "

@@ -1,15 +1,19 @@
-"""The ``placement simulate`` command's arguments, its input (``--trace``), and where its
+"""The ``placement simulate`` command's arguments, its input (``--trace``), where its
 LP policies' partitions run (``--executor``; docs/online.md, "Partitions on a Dask
-cluster"). Kept beside ``cli.py`` so that file stays small; it parses and opens, the
-library decides."""
+cluster") and its ``--bound`` lines. Kept beside ``cli.py`` so that file stays small; it
+parses and opens, the library decides."""
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from placement.simulate import SimulationResult
 
 DASK_HINT = 'pip install "placement[dask]"'
 
@@ -164,28 +168,24 @@ def simulation_input(args: argparse.Namespace):
     return instance, instance.topology, instance.slot_seconds
 
 
-def bound_lines(results: dict) -> str:
-    """The two average-JCT lower bounds of the runs' instance (the longest horizon run: it holds every
-    other run's schedule) and each policy's distance above the larger one."""
-    import numpy as np
+def bound_lines(results: Mapping[str, SimulationResult]) -> str:
+    """The average-JCT lower bounds of the runs' instance (the longest run's: a run that finished
+    earlier keeps its score on it) and how far above the larger one that holds each run ends."""
+    from placement.pooled_bound import MAX_CONFIGURATIONS, average_jct_bounds
 
-    from placement.evaluate import isolated_jct
-    from placement.pooled_bound import MAX_CONFIGURATIONS, average_jct_bound, pooled_size
-
-    inst = max(results.values(), key=lambda r: r.instance.horizon).instance
-    floor = float(np.mean([isolated_jct(inst, j) for j in inst.jobs]))
-    size = pooled_size(inst)
-    pooled = average_jct_bound(inst) if size <= MAX_CONFIGURATIONS else None
-    if pooled is not None:
-        said = f"{pooled:.6g} s"
-    elif size > MAX_CONFIGURATIONS:
-        said = f"skipped ({size:,} configurations, more than {MAX_CONFIGURATIONS:,})"
+    bounds = average_jct_bounds(max(results.values(), key=lambda r: r.instance.horizon).instance)
+    if bounds.pooled is not None:
+        pooled = f"{bounds.pooled:.6g} s"
+    elif bounds.size > MAX_CONFIGURATIONS:
+        pooled = f"skipped ({bounds.size:,} configurations, more than {MAX_CONFIGURATIONS:,})"
     else:
-        said = "not solved to optimality"
-    lower = max(floor, pooled or 0.0)
-    lines = [f"lower bounds on the average JCT: no-contention floor {floor:.6g} s, pooled LP {said} "
-             "(no valid schedule averages less)"]
+        pooled = "not solved to optimality"
+    lines = [f"lower bounds on the average JCT: no-contention floor {bounds.floor:.6g} s (schedules that "
+             f"finish every job), pooled LP {pooled} (every valid schedule)"]
     for name, r in results.items():
-        note = f" ({len(r.unfinished)} unfinished, at MODEL.md's charge)" if r.unfinished else ""
-        lines.append(f"  {name:<12} {r.average_jct / lower - 1:>8.1%} above the larger bound{note}")
+        lower = bounds.for_run(finished_all=not r.unfinished)
+        unfinished = f"; {len(r.unfinished)} unfinished, so the floor does not hold" if r.unfinished else ""
+        lines.append(f"  {name:<12} " + ("no bound holds" if lower is None else
+                                         f"{r.average_jct / lower - 1:>8.1%} above the larger bound that holds")
+                     + unfinished)
     return "\n".join(lines)

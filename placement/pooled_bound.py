@@ -22,9 +22,11 @@ concave tables (the aggregated model credits every worker at the table's best ra
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
+from placement.evaluate import isolated_jct
 from placement.formulation.configuration import formulate_configuration
 from placement.instance import Instance, Job
 from placement.speed import SpeedTable
@@ -32,7 +34,8 @@ from placement.topology import Machine, Topology
 from solvers.lp import solve_lp
 from solvers.result import Status
 
-__all__ = ["MAX_CONFIGURATIONS", "as_one_machine", "average_jct_bound", "pooled_bound", "pooled_size"]
+__all__ = ["MAX_CONFIGURATIONS", "AverageJctBounds", "as_one_machine", "average_jct_bound", "average_jct_bounds",
+           "pooled_bound", "pooled_size"]
 
 #: The most configurations (job, slot, worker count) the LP is built with: HiGHS takes about 0.85 KB
 #: per configuration (2.5 GB at 3.0 million: workload-6 in tuned mode), so about 4 GB at most.
@@ -43,7 +46,7 @@ def as_one_machine(instance: Instance) -> Instance:
     """The relaxation of the module docstring: the same jobs on one machine with the cluster's
     summed capacity, as fast as its fastest placement."""
     total = {r: float(instance.capacity_matrix[:, k].sum()) for k, r in enumerate(instance.resources)}
-    fastest = max([m.local_gbps for m in instance.topology.machines] + [j.worker_gbps for j in instance.jobs])
+    fastest = max([instance.best_local_gbps] + [j.worker_gbps for j in instance.jobs])
     return dataclasses.replace(instance, topology=Topology((Machine("cluster", total, fastest),)),
                                jobs=tuple(_fastest_rows(j) for j in instance.jobs), name=instance.name + "-pooled")
 
@@ -78,9 +81,36 @@ def average_jct_bound(instance: Instance, *, time_limit: float | None = None,
     return None if bound is None else bound / len(unit.jobs)
 
 
+@dataclass(frozen=True)
+class AverageJctBounds:
+    """Lower bounds on the average JCT of one instance, in seconds. ``floor`` (the mean
+    :func:`placement.evaluate.isolated_jct`) holds only for schedules that finish every job (an
+    unfinished job's MODEL.md charge may be lower); ``pooled`` (:func:`average_jct_bound`) holds for
+    every valid schedule, None when it was not built (``size`` over :data:`MAX_CONFIGURATIONS`) or
+    not solved."""
+
+    floor: float
+    pooled: float | None
+    size: int
+
+    def for_run(self, finished_all: bool) -> float | None:
+        """The larger bound that holds for a run: the floor counts only if it finished every job."""
+        held = [b for b in (self.pooled, self.floor if finished_all else None) if b is not None]
+        return max(held) if held else None
+
+
+def average_jct_bounds(instance: Instance) -> AverageJctBounds:
+    """Both average-JCT bounds of ``instance`` (the pooled one skipped above the size limit)."""
+    size = pooled_size(instance)
+    return AverageJctBounds(floor=float(np.mean([isolated_jct(instance, j) for j in instance.jobs])),
+                            pooled=average_jct_bound(instance) if size <= MAX_CONFIGURATIONS else None,
+                            size=size)
+
+
 def _fastest_rows(job: Job) -> Job:
     """A table job whose local row is, per worker count, its fastest rate over every row (on one
-    machine every job is local, and a spread row may be faster than the local one)."""
+    machine every job is local, and a spread row may be faster than the local one; the spread rows
+    stay, unread, because a table must have one)."""
     if job.speed is None:
         return job
     rows = np.array([job.speed.local] + [rates for _, rates in job.speed.spread])

@@ -10,12 +10,13 @@ import pytest
 
 from placement.clusters import RESOURCES, star
 from placement.exact_referee import solve_exact_model
-from placement.evaluate import isolated_jct, score
+from placement.evaluate import isolated_jct
 from placement.formulation import formulate_aggregated, formulate_configuration
 from placement.generate import generate
 from placement.instance import Instance, Job
 from placement.online.registry import make_policy
-from placement.pooled_bound import as_one_machine, pooled_bound, pooled_size
+from placement.pooled_bound import (AverageJctBounds, as_one_machine, average_jct_bound, pooled_bound,
+                                    pooled_size)
 from placement.simulate import simulate
 from placement.speed import SpeedTable
 from placement.topology import Machine, Topology
@@ -128,7 +129,26 @@ def test_never_above_a_simulated_run(policy):
     assert run.unfinished == () and not run.violations
     bound = pooled_bound(run.instance)
     assert bound is not None and bound <= run.report.objective * (1 + 1e-9)
-    assert run.report.objective == pytest.approx(score(run.instance, run.schedule).objective)
+
+
+def test_the_average_bound_weighs_every_job_alike():
+    """Weights 1-3 in the instance; the average-JCT bound is the unit-weight LP over the jobs, and
+    no run's unweighted average goes below it."""
+    inst = generate(jobs=10, cluster="racks:1x2", seed=4, load=2.0, horizon=40)
+    weighted = dataclasses.replace(inst, jobs=tuple(dataclasses.replace(j, weight=1 + k % 3)
+                                                    for k, j in enumerate(inst.jobs)))
+    unit = pooled_bound(dataclasses.replace(weighted, jobs=tuple(dataclasses.replace(j, weight=1)
+                                                                  for j in weighted.jobs)))
+    assert average_jct_bound(weighted) == pytest.approx(unit / len(inst.jobs))
+    assert average_jct_bound(weighted) != pytest.approx(pooled_bound(weighted) / len(inst.jobs))
+    run = simulate(weighted, policy=make_policy("greedy"))
+    assert run.unfinished == () and average_jct_bound(weighted) <= run.average_jct * (1 + 1e-9)
+
+
+def test_the_floor_counts_only_for_runs_that_finish_every_job():
+    bounds = AverageJctBounds(floor=120.0, pooled=60.0, size=1)
+    assert bounds.for_run(finished_all=True) == 120.0 and bounds.for_run(finished_all=False) == 60.0
+    assert AverageJctBounds(floor=120.0, pooled=None, size=1).for_run(finished_all=False) is None
 
 
 def test_a_model_over_the_size_limit_is_not_built():
