@@ -99,6 +99,17 @@ class Job:
             s += 1
         return s
 
+    def shape_error(self, workers: int, ps: int) -> str | None:
+        """Why ``workers`` workers with ``ps`` PSs in all may not run this job (MODEL.md 3, the
+        worker range and the PS count), or None: the online scheduler's check of a policy's
+        tasks and its checkpoint's check of a job's running tasks share it."""
+        if not self.min_workers <= workers <= self.max_workers:
+            return (f"{workers} workers outside min_workers..max_workers = "
+                    f"{self.min_workers}..{self.max_workers}")
+        if ps < self.min_ps(workers):
+            return f"{ps} PS for {workers} workers, needs at least {self.min_ps(workers)}"
+        return None
+
     def batch_time(self, gbps: float) -> float:
         """Seconds per mini-batch when the gradient exchange runs at ``gbps`` (MODEL.md 4)."""
         return self.batch_seconds + 2 * self.gradient_mb * MB_TO_GB / gbps

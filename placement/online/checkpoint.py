@@ -68,7 +68,7 @@ def _runs(job: Job, tasks: Mapping) -> bool:
         ps = sum(int(s) for _, s in tasks.values())
     except (TypeError, ValueError, AttributeError):
         return True
-    return job.min_workers <= workers <= job.max_workers and ps >= job.min_ps(workers)
+    return job.shape_error(workers, ps) is None
 
 
 class Checkpointing:

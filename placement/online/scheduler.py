@@ -331,11 +331,7 @@ class OnlineScheduler(Checkpointing):
         W, S = sum(w for w, _ in clean.values()), sum(s for _, s in clean.values())
         if W == 0:
             return f"{S} PS without workers" if S else {}
-        if not job.min_workers <= W <= job.max_workers:
-            return f"{W} workers outside min_workers..max_workers = {job.min_workers}..{job.max_workers}"
-        if S < job.min_ps(W):
-            return f"{S} PS for {W} workers, needs at least {job.min_ps(W)}"
-        return clean
+        return job.shape_error(W, S) or clean
 
     def _not_active(self, job_id: Any, t: int) -> str:
         if job_id in self._jobs:

@@ -135,3 +135,12 @@ def test_min_ps_is_exact_ceiling(kappa_gbps, workers, expected):
     if workers:
         s = job.min_ps(workers)
         assert s * pg >= workers * wg - 1e-9 and (s == 1 or (s - 1) * pg < workers * wg - 1e-9)
+
+
+def test_shape_error_names_the_broken_rule():
+    job = Job(id="j", arrival=0, work_batches=10, batch_seconds=0.1, worker={"gpu": 1}, ps={"cpu": 1},
+              max_workers=4, min_workers=2, worker_gbps=2, ps_gbps=3)
+    assert job.shape_error(3, 2) is None                      # 3 x 2 Gbps needs 2 PSs of 3 Gbps
+    assert "outside min_workers..max_workers = 2..4" in job.shape_error(1, 1)
+    assert "outside" in job.shape_error(5, 4)
+    assert job.shape_error(3, 1) == "1 PS for 3 workers, needs at least 2"
