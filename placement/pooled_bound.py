@@ -76,6 +76,8 @@ def average_jct_bound(instance: Instance, *, time_limit: float | None = None,
                       max_configurations: int = MAX_CONFIGURATIONS) -> float | None:
     """Seconds below which no valid schedule's average JCT (MODEL.md 5) can be on ``instance``: the
     pooled bound with every weight 1, over the jobs; None as :func:`pooled_bound`."""
+    if not instance.jobs:
+        return None
     unit = dataclasses.replace(instance, jobs=tuple(dataclasses.replace(j, weight=1) for j in instance.jobs))
     bound = pooled_bound(unit, time_limit=time_limit, max_configurations=max_configurations)
     return None if bound is None else bound / len(unit.jobs)
@@ -83,11 +85,11 @@ def average_jct_bound(instance: Instance, *, time_limit: float | None = None,
 
 @dataclass(frozen=True)
 class AverageJctBounds:
-    """Lower bounds on the average JCT of one instance, in seconds. ``floor`` (the mean
-    :func:`placement.evaluate.isolated_jct`) holds only for schedules that finish every job (an
-    unfinished job's MODEL.md charge may be lower); ``pooled`` (:func:`average_jct_bound`) holds for
-    every valid schedule, None when it was not built (``size`` over :data:`MAX_CONFIGURATIONS`) or
-    not solved."""
+    """Lower bounds on the average JCT of one instance (seconds from :func:`average_jct_bounds`).
+    ``floor`` (the mean :func:`placement.evaluate.isolated_jct`) holds only for schedules that finish
+    every job (an unfinished job's MODEL.md charge may be lower); ``pooled``
+    (:func:`average_jct_bound`) holds for every valid schedule, None when it was not built (``size``
+    over :data:`MAX_CONFIGURATIONS`) or not solved."""
 
     floor: float
     pooled: float | None
@@ -102,7 +104,7 @@ class AverageJctBounds:
 def average_jct_bounds(instance: Instance) -> AverageJctBounds:
     """Both average-JCT bounds of ``instance`` (the pooled one skipped above the size limit)."""
     size = pooled_size(instance)
-    return AverageJctBounds(floor=float(np.mean([isolated_jct(instance, j) for j in instance.jobs])),
+    return AverageJctBounds(floor=float(np.mean([isolated_jct(instance, j) for j in instance.jobs] or [0.0])),
                             pooled=average_jct_bound(instance) if size <= MAX_CONFIGURATIONS else None,
                             size=size)
 

@@ -15,8 +15,8 @@ from placement.formulation import formulate_aggregated, formulate_configuration
 from placement.generate import generate
 from placement.instance import Instance, Job
 from placement.online.registry import make_policy
-from placement.pooled_bound import (AverageJctBounds, as_one_machine, average_jct_bound, pooled_bound,
-                                    pooled_size)
+from placement.pooled_bound import (AverageJctBounds, as_one_machine, average_jct_bound, average_jct_bounds,
+                                    pooled_bound, pooled_size)
 from placement.simulate import simulate
 from placement.speed import SpeedTable
 from placement.topology import Machine, Topology
@@ -157,3 +157,8 @@ def test_a_model_over_the_size_limit_is_not_built():
     assert size == sum((12 - j.arrival) * (j.max_workers - j.min_workers + 1) for j in inst.jobs)
     assert pooled_bound(inst, max_configurations=size - 1) is None
     assert pooled_bound(inst, max_configurations=size) is not None
+
+
+def test_no_jobs_no_pooled_bound():
+    empty = dataclasses.replace(generate(jobs=2, cluster="star:2", seed=0), jobs=())
+    assert average_jct_bounds(empty) == AverageJctBounds(floor=0.0, pooled=None, size=0)
