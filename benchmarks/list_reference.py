@@ -16,7 +16,8 @@ size first, and smallest remaining area (that time x its GPUs) first.
 These are references, not bounds (neither rule is optimal with arrivals and elastic jobs); the
 bounds beside them are (``placement.pooled_bound.average_jct_bounds``): the no-contention floor
 (``placement.evaluate.isolated_jct``) and the pooled LP bound of the jobs on the cluster over
-the longer of the two list schedules (so they hold for every valid schedule at least as short). ``benchmarks/ONLINE.md`` has the policies' averages.
+the longer of the two list schedules (so they hold for every valid schedule at least as short).
+``benchmarks/ONLINE.md`` has the policies' averages.
 """
 from __future__ import annotations
 

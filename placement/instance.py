@@ -11,8 +11,8 @@ import os
 import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -237,16 +237,17 @@ class Instance:
         step = max(1, 2**20 // max(1, len(self.machine_kinds[0]) * len(self.resources)))
         for a in range(0, len(self.jobs), step):
             block = self.jobs[a:a + step]
-            worker_fits, ps_fits, room = self._fits(demand_matrix(block, self.resources, "worker"), demand_matrix(block, self.resources, "ps"))
+            worker_fits, ps_fits, room = self._fits(block)
             ok[a:a + step] = worker_fits & ps_fits & (room >= [job.min_workers for job in block])
         return ok
 
-
-    def _fits(self, alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row of worker demands ``alpha`` and PS demands ``beta``: does one worker fit
-        some machine, does one PS, and how many workers the whole cluster holds (capped at
-        10**9, which also guards capacity / tiny demand against overflow). Vectorised over
-        the distinct machine types, so many jobs on a big cluster stay cheap."""
+    def _fits(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per job: does one worker fit some machine, does one PS, and how many workers the
+        whole cluster holds (capped at 10**9, which also guards capacity / tiny demand against
+        overflow). Vectorised over the distinct machine types, so many jobs on a big cluster
+        stay cheap."""
+        alpha = demand_matrix(jobs, self.resources, "worker")
+        beta = demand_matrix(jobs, self.resources, "ps")
         kinds, which = self.machine_kinds
         counts = np.bincount(which, minlength=len(kinds))
         a, b, many = alpha[:, None, :], beta[:, None, :], 10**9
@@ -260,7 +261,7 @@ class Instance:
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
         the whole cluster can hold, can never run: reject it up front."""
-        fits = self._fits(demand_matrix((job,), self.resources, "worker"), demand_matrix((job,), self.resources, "ps"))
+        fits = self._fits((job,))
         for role, demand, fit in (("worker", job.worker, fits[0][0]), ("ps", job.ps, fits[1][0])):
             if not fit:
                 worst = max(demand, key=lambda r: demand[r]) if demand else "?"

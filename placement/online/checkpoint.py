@@ -45,8 +45,12 @@ class JobRecord:
     def view_state(self, forget: bool = False) -> JobState:
         """What a policy sees of the job; ``forget``: without previous tasks the job can no
         longer run (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
-        previous = {} if forget and self.previous and not _runs(self.job, self.previous) else dict(self.previous)
+        previous = {} if forget and self._previous_stale() else dict(self.previous)
         return JobState(self.job, self.done, self.attained, previous, self.last_ran)
+
+    def _previous_stale(self) -> bool:
+        """The job's worker range or PS need no longer holds its previous tasks."""
+        return bool(self.previous) and not _runs(self.job, self.previous)
 
     def forget_what_it_cannot_run(self) -> None:
         """After a revise (at the next step) or resuming an older checkpoint: the previous
@@ -54,7 +58,7 @@ class JobRecord:
         holding such a set (commit mode then commits the job again); every policy then places
         it afresh instead of keeping a set the scheduler would drop. ``last_ran`` stays: it
         did run then."""
-        if self.previous and not _runs(self.job, self.previous):
+        if self._previous_stale():
             self.previous = {}
         if self.commitment and not all(_runs(self.job, v) for v in self.commitment.values() if v):
             self.commitment = None
