@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from placement.batch import run_batch
-from placement.generate import generate
+from placement.batch.run import run_batch
+from placement.traces.generate import generate
 
 
 def main() -> None:

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from machine import cpu_model  # noqa: E402  benchmarks/machine.py (scripts run from this folder)
 from placement.chain import Chain, Formulate, Round, SolveLP  # noqa: E402
-from placement.instance import Instance  # noqa: E402
-from placement.solve import AUTO_PER_MACHINE_LIMIT  # noqa: E402
+from placement.model.instance import Instance  # noqa: E402
+from placement.offline.solve import AUTO_PER_MACHINE_LIMIT  # noqa: E402
 from solvers.guarantee import TOL, Guarantee, compute_guarantee  # noqa: E402
 from solvers.lp import solve_lp  # noqa: E402
 from solvers.orlib import read_gap, read_mknap1, read_scp  # noqa: E402
@@ -57,7 +57,7 @@ class Case:
 
 
 def placement_case(path: Path, suite: str) -> Case:
-    """The rounding problem of ``placement solve --solver rounding`` (placement.solve._solve + chain.Round)."""
+    """The rounding problem of ``placement solve --solver rounding`` (placement.offline.solve._solve + chain.Round)."""
     instance = Instance.load(path)
     triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
     model = "per-machine" if triples <= AUTO_PER_MACHINE_LIMIT else "aggregated"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from placement.instance import MB_TO_GB  # noqa: E402
+from placement.model.instance import MB_TO_GB  # noqa: E402
 from placement.integrations.linear_speed import linear_speed, reference_placements  # noqa: E402
 from placement.integrations.measured_speed import SPREAD_KEYS, packed  # noqa: E402
 from placement.traces.pollux import LOCAL_GBPS, WORKER_GBPS, read_pollux_workload  # noqa: E402

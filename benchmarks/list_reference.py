@@ -14,8 +14,8 @@ end of the slot in which its work is done, as in MODEL.md. Orders: shortest rema
 size first, and smallest remaining area (that time x its GPUs) first.
 
 These are references, not bounds (neither rule is optimal with arrivals and elastic jobs); the
-bounds beside them are (``placement.pooled_bound.average_jct_bounds``): the no-contention floor
-(``placement.evaluate.isolated_jct``) and the pooled LP bound of the jobs on the cluster over
+bounds beside them are (``placement.bounds.pooled_bound.average_jct_bounds``): the no-contention floor
+(``placement.model.evaluate.isolated_jct``) and the pooled LP bound of the jobs on the cluster over
 the longer of the two list schedules (so they hold for every valid schedule at least as short).
 ``benchmarks/ONLINE.md`` has the policies' averages.
 """
@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from online import load_sample  # noqa: E402
-from placement.cluster_spec import parse_cluster  # noqa: E402
-from placement.clusters import RESOURCES  # noqa: E402
-from placement.instance import Instance, Job  # noqa: E402
-from placement.pooled_bound import average_jct_bounds  # noqa: E402
-from placement.topology import Topology  # noqa: E402
+from placement.model.cluster_spec import parse_cluster  # noqa: E402
+from placement.model.clusters import RESOURCES  # noqa: E402
+from placement.model.instance import Instance, Job  # noqa: E402
+from placement.bounds.pooled_bound import average_jct_bounds  # noqa: E402
+from placement.model.topology import Topology  # noqa: E402
 
 
 def list_schedule(jobs: list[Job], topology: Topology, slot: float, order: str) -> tuple[float, int]:

@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from placement.clusters import racks
-from placement.instance import Job
+from placement.model.clusters import racks
+from placement.model.instance import Job
 from placement.traces import instance_from_jobs, read_joblist, read_philly, write_joblist
 from placement.traces.philly import LOCAL_GPUS, REFERENCE_LOCAL_GBPS
 
@@ -46,7 +46,7 @@ seeded uniform position (the real arrival process), arrivals floored to slots of
 `slot_seconds`; a DL2 GPU model picked by GPU-time bucket (under 10 GPU-minutes:
 resnext-110 or wlm; up to 2 GPU-hours: seq2seq or inception-bn; more: resnet-50 or
 vgg-16; seeded uniform within the bucket); demands, bandwidths and restart costs by the
-rules of `placement.generate`; `max_workers` = the job's GPUs, `min_workers` 1;
+rules of `placement.traces.generate`; `max_workers` = the job's GPUs, `min_workers` 1;
 `work_batches` = ceil(duration x GPUs / one worker's mini-batch time), local at 400 Gbps
 for jobs of at most 8 GPUs and spread at `worker_gbps` for wider ones, so the job's
 GPUs placed that way run for its logged duration. Job ids are `p<line>`, the row's line
@@ -55,7 +55,7 @@ in `philly.csv`.
 Arrivals are slot numbers: build an instance with the same `slot_seconds`, e.g.
 
 ```python
-from placement.clusters import racks
+from placement.model.clusters import racks
 from placement.traces import instance_from_jobs, read_joblist
 inst = instance_from_jobs(read_joblist("instances/traces/philly-200-s1.csv"), racks(4, 8),
                           slot_seconds=300, name="philly-200-s1")
@@ -74,7 +74,7 @@ README_TAIL = """
 full `philly.csv`). "Longest run" is the longest time a job of the sample takes with all its GPUs at
 the reference rate: its logged duration, rounded up to whole mini-batches; the
 horizon is `instance_from_jobs`' default (first-fit witness, `slot_seconds` 300) on
-`placement.clusters.racks(4, 8)` (32 machines of 8 GPUs). Philly durations have a long
+`placement.model.clusters.racks(4, 8)` (32 machines of 8 GPUs). Philly durations have a long
 tail (weeks), so a window holding one long job gets a horizon of thousands of slots;
 pass a larger `slot_seconds` to `read_philly` for coarser, shorter instances.
 

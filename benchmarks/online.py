@@ -54,15 +54,15 @@ import numpy as np
 from tqdm import tqdm
 
 from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
-from placement.pooled_bound import AverageJctBounds, average_jct_bounds
-from placement.cluster_spec import parse_cluster
-from placement.instance import Job
+from placement.bounds.pooled_bound import AverageJctBounds, average_jct_bounds
+from placement.model.cluster_spec import parse_cluster
+from placement.model.instance import Job
 from placement.online.baselines import BASELINES
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.registry import POLICIES, make_policy
 from placement.online.scheduler import OnlineScheduler
 from placement.simulate import SimulationResult, plot_simulation, simulate
-from placement.topology import Topology
+from placement.model.topology import Topology
 from placement.traces import read_joblist, read_philly
 from placement.traces.philly import LOCAL_GPUS, REFERENCE_LOCAL_GBPS
 
@@ -425,8 +425,8 @@ def markdown(doc: dict[str, Any]) -> str:
     for c, cs in doc["clusters"].items():
         L.append(f"| `{c}` | {cs['machines']} | {cs['gpus']} | {cs['switches']} |")
     L += ["", "`racks:RxM`: R racks of M machines of 8 GPUs, 64 cores, 512 GB "
-          "(`placement.clusters.racks`); `pai:N`: N real machines of the Alibaba PAI trace, mixed "
-          "0/2/8-GPU types in homogeneous racks, 2:1 oversubscribed uplinks (`placement.clusters.pai`).",
+          "(`placement.model.clusters.racks`); `pai:N`: N real machines of the Alibaba PAI trace, mixed "
+          "0/2/8-GPU types in homogeneous racks, 2:1 oversubscribed uplinks (`placement.model.clusters.pai`).",
           "", "## Average JCT / best baseline", ""]
     settings = doc["settings_run"]
     policies = doc["settings"]["policies"]
@@ -448,10 +448,10 @@ def markdown(doc: dict[str, Any]) -> str:
         L.append(f"| `{st['sample']}` | `{st['cluster']}` | {head} | {floor_cell} | {bound_cell} | "
                  + " | ".join(cells) + " |")
     L += ["", "Below 1: better than every baseline on that (sample, cluster). No-contention floor: the mean "
-          "over jobs of `placement.evaluate.isolated_jct` (each job alone on the cluster at max_workers "
+          "over jobs of `placement.model.evaluate.isolated_jct` (each job alone on the cluster at max_workers "
           "from its arrival, at its fastest per-batch time), over the best baseline's average JCT; no "
           "policy that finishes every job can have a lower ratio. Pooled LP bound: "
-          "`placement.pooled_bound` (the LP of the whole horizon with the cluster as one machine of its "
+          "`placement.bounds.pooled_bound` (the LP of the whole horizon with the cluster as one machine of its "
           "summed capacity at its fastest speed, every weight 1; docs/formulation.md, 'The pooled "
           "bound'), a proven lower bound on any valid schedule's average JCT that, unlike the floor, "
           "counts the queueing, and forgets fragmentation, links and locality. A policy's ratio over "

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from machine import cpu_model  # benchmarks/machine.py (scripts run from this folder)
 from solvers.check import is_feasible
-from solvers.exact import solve_exact
+from solvers.mip import solve_mip
 from solvers.orlib import FAMILIES, Instance, load_instances
 from solvers.pipeline import solve_rounding
 
@@ -114,7 +114,7 @@ def _run(inst: Instance, *, time_limit: float, trials: list[int], seed: int, der
             results[t], dt = _timed(lambda: solve_rounding(prob, seed=seed, trials=t, derandomize=derandomize))
             times[t].append(dt)
             lp_times[t].append(results[t].timings.get("lp", 0.0))
-        results["exact"], dt = _timed(lambda: solve_exact(prob, backend="highs", time_limit=time_limit, threads=1))
+        results["exact"], dt = _timed(lambda: solve_mip(prob, backend="highs", time_limit=time_limit, threads=1))
         times["exact"].append(dt)
     rounding = {}
     for t in trials:
@@ -203,7 +203,7 @@ def report(rows: list[Row], command: str, args: argparse.Namespace, load: tuple[
         "",
         f"Settings: rounding `solve_rounding(seed={args.seed}, trials=T, derandomize={args.derandomize})` for T in "
         f"{args.trials}, exact "
-        f"`solve_exact(backend='highs', threads=1, time_limit={args.time_limit:g})`, GAP as {args.gap_sense}imisation "
+        f"`solve_mip(backend='highs', threads=1, time_limit={args.time_limit:g})`, GAP as {args.gap_sense}imisation "
         f"with choice groups, data from `{args.root}`. Gap % = |rounding − known optimum| / |optimum|. "
         f"\"largest\" = the {LARGEST} instances of the family with the most constraint nonzeros; their times "
         "are summed before taking the ratio (> 1 means rounding was faster). Times are the median of "

@@ -95,7 +95,7 @@ def check_workload(path: Path, sim: Path) -> bytes:
         raise BadInput(f"{path}: no such workload file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read the workload: {exc}") from None
-    from placement.strict_json import InstanceError
+    from placement.model.strict_json import InstanceError
     from placement.traces.pollux import read_pollux_workload
     try:
         for mode in REPLAY_MODES:

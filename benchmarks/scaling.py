@@ -9,11 +9,11 @@ slot 0 with its whole work (a generated instance, arrivals set to 0). In a fresh
 per size, the LP-rounding policy decides ``--slots`` consecutive slots of the
 ``--window``-slot look-ahead (progress advanced by MODEL.md); the script records the time
 of each decision, the process's peak resident memory, and scores the window's schedule
-with placement.evaluate. Gaps:
+with placement.model.evaluate. Gaps:
 - to the aggregated model's LP over all domains, a proven lower bound on the window
   instance's optimum, where that LP is small enough to solve here (skipped above
   --bound-limit variables);
-- to the single-machine bound at every size: placement.pooled_bound, the LP of the same
+- to the single-machine bound at every size: placement.bounds.pooled_bound, the LP of the same
   jobs on one machine with the whole cluster's capacity and a local bandwidth no lower
   than any machine's or any job's worker_gbps. Every valid schedule of the real cluster
   maps to one of this machine that runs no slower, uses no more capacity and leaves no
@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def window_instance(jobs: int, machines: int, slots: int, seed: int):
-    from placement.generate import generate
-    from placement.instance import Instance
+    from placement.traces.generate import generate
+    from placement.model.instance import Instance
 
     per_rack = next((k for k in (16, 20, 25, 10, 8) if machines % k == 0), machines)
     g = generate(jobs=jobs, cluster=f"racks:{machines // per_rack}x{per_rack}", seed=seed)
@@ -61,11 +61,11 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     """In a child process: drive an OnlineScheduler for ``slots`` slots (every job submitted
     at slot 0, progress per MODEL.md reported back), measure each step, score the window.
     ``executor`` "dask": the partitions run on a LocalCluster of ``dask_workers`` processes."""
-    from placement.evaluate import evaluate
+    from placement.model.evaluate import evaluate
     from placement.online.lp_policy import LPRoundingPolicy
     from placement.online.scheduler import OnlineScheduler
-    from placement.progress import ProgressTracker
-    from placement.schedule import Allocation, Schedule
+    from placement.model.progress import ProgressTracker
+    from placement.model.schedule import Allocation, Schedule
 
     client = cluster = pool = None
     if executor == "processes":
@@ -113,7 +113,7 @@ def run_size(jobs: int, machines: int, window: int, slots: int, seed: int, bound
     violations, report = evaluate(inst, Schedule.from_allocations(by_slot))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # decisions only
     from placement.formulation.aggregated import formulate_aggregated
-    from placement.pooled_bound import pooled_bound
+    from placement.bounds.pooled_bound import pooled_bound
     from solvers.lp import solve_lp
 
     window_inst = dataclasses.replace(inst, horizon=len(by_slot)) if len(by_slot) < inst.horizon else inst

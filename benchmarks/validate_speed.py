@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from placement.clusters import racks
-from placement.evaluate import evaluate
-from placement.instance import Instance, Job
-from placement.schedule import Allocation, Schedule
+from placement.model.clusters import racks
+from placement.model.evaluate import evaluate
+from placement.model.instance import Instance, Job
+from placement.model.schedule import Allocation, Schedule
 
 
 def build(n_jobs: int, n_racks: int, per_rack: int, slots: int) -> tuple[Instance, Schedule]:

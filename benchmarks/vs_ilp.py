@@ -4,9 +4,9 @@ Usage: python benchmarks/vs_ilp.py [--suites small medium busy large] [--time-li
        [--suite-limit large=1200] [--workers 2] [--executor local|dask] [--scheduler ADDRESS]
        [--limit N] [--out benchmarks/VS_ILP.md]
 
-For every instance of instances/bench/<suite>/, each scored by placement.evaluate:
+For every instance of instances/bench/<suite>/, each scored by placement.model.evaluate:
 - the time-indexed LP bound (the model `placement solve` picks by size) and the column bound
-  (placement.column_bound: whole-job schedules, every round a proven Lagrangian bound);
+  (placement.bounds.column_bound: whole-job schedules, every round a proven Lagrangian bound);
 - rounding (seed 0; its certificate's bound is the stronger of the two) and greedy;
 - the exact referee (`placement solve --solver exact`): the best of rounding, greedy and the column
   plan as its start, the ILP only when the start does not meet the bound; its status, incumbent,
@@ -36,9 +36,9 @@ DEFAULT_LIMITS = {"small": 60.0}  # seconds for the exact referee; other suites:
 def run_one(path: str, time_limit: float, trials: int) -> dict:
     """Every method on one instance (runs in a worker process)."""
     from placement.chain import Chain, ChainStop, Formulate, SolveLP
-    from placement.column_bound import column_bound
-    from placement.instance import Instance
-    from placement.solve import AUTO_PER_MACHINE_LIMIT, solve
+    from placement.bounds.column_bound import column_bound
+    from placement.model.instance import Instance
+    from placement.offline.solve import AUTO_PER_MACHINE_LIMIT, solve
 
     inst = Instance.load(path)
     row: dict = {"instance": Path(path).stem, "jobs": len(inst.jobs), "machines": len(inst.topology.machines),
@@ -89,8 +89,8 @@ def report(rows: dict[str, list[dict]], args: argparse.Namespace, wall: float, l
            f"{args.workers} instances at a time ({args.executor}); run took {wall / 60:.1f} min; "
            f"load average at the start {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}.", "",
            "Objective: MODEL.md weighted total JCT (seconds), lower is better; every schedule scored by "
-           "`placement.evaluate`. LP bound: the time-indexed LP relaxation. Column bound: "
-           "`placement.column_bound` (60 s cap). Rounding: seed 0, 32 trials, its certificate's bound the "
+           "`placement.model.evaluate`. LP bound: the time-indexed LP relaxation. Column bound: "
+           "`placement.bounds.column_bound` (60 s cap). Rounding: seed 0, 32 trials, its certificate's bound the "
            "stronger of the two. Exact: `placement solve --solver exact` — start = best of rounding, greedy "
            "and the column plan; the HiGHS ILP (1 thread, from that start) only when the start does not meet "
            "the bound; its bound is the best of the column bound and the ILP's. Gap = (objective - bound) / "

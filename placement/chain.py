@@ -5,7 +5,7 @@ Modelled on cvxpy's ``Chain`` of reductions: each step has ``apply`` (forward: i
 problem -> LP point -> candidate vectors) and ``invert`` (back: vector -> intent ->
 schedule). :meth:`Chain.run` applies the steps in order, carries every candidate back
 through them in reverse, checks each schedule once with the referee
-(:func:`placement.evaluate.evaluate`) and keeps the best by MODEL.md's score. What the
+(:func:`placement.model.evaluate.evaluate`) and keeps the best by MODEL.md's score. What the
 steps learn on the way (the bound, the rounding guarantee, timings, the solver's status)
 is written to a :class:`Trace`, from which callers build their certificate.
 
@@ -29,16 +29,16 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from placement import deadline
-from placement.column_bound import ColumnBound, column_bound
-from placement.column_plan import column_plan
+from placement.bounds.column_bound import ColumnBound, column_bound
+from placement.bounds.column_plan import column_plan
 from placement.deadline import TimeLimitReached
-from placement.evaluate import Report, evaluate
+from placement.model.evaluate import Report, evaluate
 from placement.formulation import FORMULATIONS, Decoder
-from placement.instance import Instance
-from placement.intent import Intent
-from placement.schedule import Schedule
-from placement.slot_rules import build_schedule
-from solvers.exact import solve_exact
+from placement.model.instance import Instance
+from placement.model.intent import Intent
+from placement.model.schedule import Schedule
+from placement.slots.rules import build_schedule
+from solvers.mip import solve_mip
 from solvers.guarantee import Guarantee, compute_guarantee
 from solvers.lp import solve_lp
 from solvers.problem import Problem
@@ -173,7 +173,7 @@ class SolveExact(_Forward):
                 trace.messages.append(f"MIP start not used: {exc}")
             trace.time("encode", clock)
         clock = time.perf_counter()
-        trace.result = result = solve_exact(problem, backend=self.backend, start=x0,
+        trace.result = result = solve_mip(problem, backend=self.backend, start=x0,
                                             time_limit=deadline.remaining(self.time_limit), threads=self.threads)
         trace.time("solve", clock)
         trace.bound, trace.bound_source = result.bound, "mip"
@@ -182,7 +182,7 @@ class SolveExact(_Forward):
 
 
 class SlotRules(_Forward):
-    """Back: Intent -> a schedule that keeps every MODEL.md rule (``placement.slot_rules``)."""
+    """Back: Intent -> a schedule that keeps every MODEL.md rule (``placement.slots.rules``)."""
 
     def __init__(self, fill: bool = True, follow_sizes: bool = False):
         self.fill, self.follow_sizes = fill, follow_sizes
@@ -206,7 +206,7 @@ class AsPlanned(_Forward):
 
 
 class ColumnPlan(_Forward):
-    """Instance -> the column LP's plan (:mod:`placement.column_plan`) as candidates (placed on the
+    """Instance -> the column LP's plan (:mod:`placement.bounds.column_plan`) as candidates (placed on the
     machines, and sizes only), and the column bound (computed here, or the one given) as the trace's
     bound.  The plan is kept, so chains that differ only in their slot rules share it."""
 

@@ -19,14 +19,15 @@ try:    # Ctrl-C while the command starts up: the same one line as later, no tra
     from dataclasses import replace
     from pathlib import Path
 
-    from placement import __version__, deadline, limits
+    from placement import __version__, deadline
+    from placement.model import limits
     from placement.cli_simulate import (ExecutorUnavailable, add_simulate_arguments, bound_lines, partitions_on,
                                         simulation_input)
-    from placement.evaluate import evaluate
+    from placement.model.evaluate import evaluate
     from placement.outputs import OutputError, Staged, check_folder, check_outputs, json_text, write_text
-    from placement.strict_json import FileFormatError
-    from placement.instance import Instance
-    from placement.schedule import Schedule
+    from placement.model.strict_json import FileFormatError
+    from placement.model.instance import Instance
+    from placement.model.schedule import Schedule
 except KeyboardInterrupt:
     exec("None")   # the exit code below holds (deadline.interrupted says why)
     sys.stderr.write("placement: interrupted\n")
@@ -106,7 +107,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from placement.solve import SolveError, solve
+    from placement.offline.solve import SolveError, solve
     from solvers.result import Status
 
     csv_target = Path(args.out).with_suffix(".csv") if args.out and args.csv else None
@@ -172,7 +173,7 @@ def _plot_format(path: str) -> str:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from placement.generate import generate
+    from placement.traces.generate import generate
 
     _check_outputs({"--out": args.out})
     try:
@@ -190,7 +191,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from placement.cluster_spec import parse_cluster
+    from placement.model.cluster_spec import parse_cluster
     from placement.online.registry import POLICIES, make_policy
     from placement.simulate import parse_event, plot_simulation, simulate
 
@@ -246,7 +247,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from placement.batch import BatchError, run_batch
+    from placement.batch.run import BatchError, run_batch
 
     try:
         summary = run_batch(args.patterns, solver=args.solver, out_csv=args.out, executor=args.executor,

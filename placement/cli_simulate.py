@@ -53,7 +53,7 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
     p.add_argument("--bound", action="store_true",
                    help="also print lower bounds on the average JCT (no-contention floor, pooled LP: "
-                        "placement.pooled_bound) and how far above them each policy ends")
+                        "placement.bounds.pooled_bound) and how far above them each policy ends")
     p.add_argument("--plot", metavar="DIR", help="JCT CDF and utilisation plots")
     p.add_argument("--progress", action="store_true",
                    help="show a progress bar even when stderr is not a terminal (it is on in a terminal)")
@@ -139,9 +139,9 @@ def _executor_of(policies: Sequence, executor) -> Iterator[None]:
 def simulation_input(args: argparse.Namespace):
     """(jobs or instance, topology or None, slot_seconds) from ``--trace``. Bad input raises
     ValueError (a FileFormatError names its file and place), a missing file FileNotFoundError."""
-    from placement.cluster_spec import parse_cluster
-    from placement.instance import Instance
-    from placement.strict_json import FileFormatError
+    from placement.model.cluster_spec import parse_cluster
+    from placement.model.instance import Instance
+    from placement.model.strict_json import FileFormatError
     from placement.traces import pollux_cluster, read_joblist, read_philly, read_pollux_workload
 
     if args.trace.startswith("pollux:"):
@@ -171,7 +171,7 @@ def simulation_input(args: argparse.Namespace):
 def bound_lines(results: Mapping[str, SimulationResult]) -> str:
     """The average-JCT lower bounds of the runs' instance (the longest run's: a run that finished
     earlier keeps its score on it) and how far above the larger one that holds each run ends."""
-    from placement.pooled_bound import MAX_CONFIGURATIONS, average_jct_bounds
+    from placement.bounds.pooled_bound import MAX_CONFIGURATIONS, average_jct_bounds
 
     bounds = average_jct_bounds(max(results.values(), key=lambda r: r.instance.horizon).instance)
     if bounds.pooled is not None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 
-from placement.batch_files import BatchError
+from placement.batch.files import BatchError
 
 logger = logging.getLogger(__name__)
 

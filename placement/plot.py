@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from placement.instance import Instance
+from placement.model.instance import Instance
 from placement.outputs import Staged
-from placement.schedule import Schedule
+from placement.model.schedule import Schedule
 
 #: the picture formats ``plot_schedule`` writes, chosen by the file's suffix
 FORMATS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")

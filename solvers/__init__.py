@@ -6,7 +6,7 @@ fails because a backend is missing.
 """
 
 from solvers.check import RowViolation, is_feasible, violations
-from solvers.exact import EXACT_BACKENDS, solve_exact
+from solvers.mip import EXACT_BACKENDS, solve_mip
 from solvers.files import write_lp, write_mps
 from solvers.lp import LP_BACKENDS, solve_lp
 from solvers.problem import ChoiceGroup, Option, Problem, ProblemError
@@ -14,5 +14,5 @@ from solvers.result import Result, Status
 
 __all__ = [
     "ChoiceGroup", "Option", "Problem", "ProblemError", "Result", "Status", "RowViolation",
-    "violations", "is_feasible", "solve_lp", "solve_exact", "LP_BACKENDS", "EXACT_BACKENDS", "write_mps", "write_lp",
+    "violations", "is_feasible", "solve_lp", "solve_mip", "LP_BACKENDS", "EXACT_BACKENDS", "write_mps", "write_lp",
 ]

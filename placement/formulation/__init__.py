@@ -10,7 +10,7 @@ inverse, an object with ``decode(x) -> Intent`` (the :class:`Decoder` protocol).
 - :mod:`~placement.formulation.configuration`: one choice per job-slot among (worker
   count, domain) configurations with their own rates, so the LP sizes jobs when speedups
   are concave; same kind of bound;
-- :mod:`~placement.formulation.exact`: the time-indexed ILP of MODEL.md (the referee).
+- :mod:`~placement.formulation.time_indexed`: the time-indexed ILP of MODEL.md (the referee).
 
 Shared blocks: :mod:`~placement.formulation.rows` (sparse row blocks),
 :mod:`~placement.formulation.domains` (where a job may run),
@@ -25,12 +25,12 @@ import numpy as np
 
 from placement.formulation.aggregated import formulate_aggregated
 from placement.formulation.configuration import formulate_configuration
-from placement.formulation.exact import formulate_exact
-from placement.formulation.per_machine import formulate
-from placement.intent import Intent
+from placement.formulation.time_indexed import formulate_time_indexed
+from placement.formulation.per_machine import formulate_per_machine
+from placement.model.intent import Intent
 
-__all__ = ["Decoder", "FORMULATIONS", "formulate", "formulate_aggregated", "formulate_configuration",
-           "formulate_exact"]
+__all__ = ["Decoder", "FORMULATIONS", "formulate_per_machine", "formulate_aggregated", "formulate_configuration",
+           "formulate_time_indexed"]
 
 
 class Decoder(Protocol):
@@ -41,5 +41,5 @@ class Decoder(Protocol):
 
 
 #: model name -> formulate function (the names ``placement solve --model`` and the chain use)
-FORMULATIONS = {"per-machine": formulate, "aggregated": formulate_aggregated,
-                "configuration": formulate_configuration, "exact": formulate_exact}
+FORMULATIONS = {"per-machine": formulate_per_machine, "aggregated": formulate_aggregated,
+                "configuration": formulate_configuration, "exact": formulate_time_indexed}

@@ -26,8 +26,8 @@ from placement import deadline
 from placement.formulation.domains import Domains, fit_table, subtrees, local_gbps as machine_gbps
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows, packing_rows
-from placement.instance import TOL, Instance
-from placement.intent import Intent, JobIntent
+from placement.model.instance import TOL, Instance
+from placement.model.intent import Intent, JobIntent
 from solvers.problem import FlatGroups, Problem
 
 _W, _S, _Y = 0, 1, 2
@@ -81,7 +81,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                          later_domains: dict[str, set[str]] | None = None,
                          overflow_extra: dict[str, float] | None = None) -> tuple[Problem, AggregateDecoder]:
     """The aggregated model over slots ``start..end-1``; arguments as
-    :func:`placement.formulation.formulate`, plus ``later_domains``: a (smaller) set of
+    :func:`placement.formulation.formulate_per_machine`, plus ``later_domains``: a (smaller) set of
     domains per job for the slots after ``start`` (online look-ahead slots only plan), and
     ``overflow_extra``: per job id, a cost added to its q[j] (objective units, i.e.
     weighted seconds for all of the job's work left after the window) — the online

@@ -20,7 +20,7 @@ import numpy as np
 from placement import deadline
 from placement.formulation.domains import Domains, local_gbps
 from placement.formulation.progress_block import ProgressBlock
-from placement.instance import MB_TO_GB, Instance, Job
+from placement.model.instance import MB_TO_GB, Instance, Job
 
 __all__ = ["Options", "options", "min_ps_row", "count_choices"]
 

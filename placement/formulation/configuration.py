@@ -40,8 +40,8 @@ from placement.formulation.domains import Domains, subtrees
 from placement.formulation.progress_block import ProgressBlock, geometric_buckets
 from placement.formulation.rows import Rows, packing_rows
 from placement.formulation.slot_room import SlotRoom
-from placement.instance import Instance, Job, demand_matrix
-from placement.intent import Intent, JobIntent
+from placement.model.instance import Instance, Job, demand_matrix
+from placement.model.intent import Intent, JobIntent
 from solvers.problem import FlatGroups, Problem
 
 __all__ = ["COUNTS", "ConfigurationDecoder", "formulate_configuration"]

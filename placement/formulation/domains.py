@@ -3,7 +3,7 @@ it) and, per machine, how many of its workers and PSs fit (shared by every model
 
 What depends only on the cluster (the domains, the subtrees, the fit tables per job shape,
 the machines' local rates) is computed once per topology and shared, read-only, by every
-instance on it (:func:`placement.instance.cluster_cache`): an online decision builds one
+instance on it (:func:`placement.model.instance.cluster_cache`): an online decision builds one
 model per partition on the same cluster."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.instance import TOL, Instance, Job, cluster_cache
-from placement.topology import Topology
+from placement.model.instance import TOL, Instance, Job, cluster_cache
+from placement.model.topology import Topology
 
 #: fit tables kept per topology (distinct job shapes); beyond this the cache starts over
 FIT_CACHE = 4096

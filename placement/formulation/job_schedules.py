@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.instance import COMPLETE, Instance, Job
+from placement.model.instance import COMPLETE, Instance, Job
 
 __all__ = ["Config", "JobSchedules", "PricedColumn"]
 

@@ -1,7 +1,7 @@
 """Worker/PS placement as a mixed packing-covering integer program whose LP relaxation
 bounds MODEL.md's weighted total JCT from below (docs/formulation.md has the proof).
 
-``formulate(instance)`` returns ``(Problem, TaskVariables)``: the model and its decoder
+``formulate_per_machine(instance)`` returns ``(Problem, TaskVariables)``: the model and its decoder
 (``decode(x)`` gives the Intent of a vector). On top
 of the shared task variables of :mod:`placement.formulation.tasks` it adds, per job j:
 
@@ -18,11 +18,11 @@ import numpy as np
 from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows
 from placement.formulation.tasks import TaskVariables
-from placement.instance import Instance
+from placement.model.instance import Instance
 from solvers.problem import Problem
 
 
-def formulate(instance: Instance, *, start: int = 0, end: int | None = None,
+def formulate_per_machine(instance: Instance, *, start: int = 0, end: int | None = None,
               remaining: dict[str, float] | None = None,
               domains: dict[str, set[str]] | None = None) -> tuple[Problem, TaskVariables]:
     """The placement MPC-IP over slots ``start..end-1`` (default: the whole horizon).

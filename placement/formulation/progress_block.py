@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from placement.formulation.domains import FitTable, fit_kinds, machine_classes
 from placement.formulation.rows import Rows
-from placement.instance import COMPLETE, MB_TO_GB, Instance, Job
+from placement.model.instance import COMPLETE, MB_TO_GB, Instance, Job
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Restart losses (MODEL.md 4) in the exact model (:mod:`placement.formulation.exact`).
+"""Restart losses (MODEL.md 4) in the exact model (:mod:`placement.formulation.time_indexed`).
 
 A job j with r_j > 0 loses f_j = min(r_j, Delta) / Delta of the work credited to it in a
 slot where it reconfigures. Per job-slot k = (j, t), t >= a_j, of such a job:
@@ -34,7 +34,7 @@ import numpy as np
 
 from placement.formulation.rows import Rows
 from placement.formulation.tasks import TaskVariables
-from placement.instance import Instance
+from placement.model.instance import Instance
 
 __all__ = ["JobSlots", "RestartLosses", "Terms"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.room import demand_vectors, room_rows
-from placement.instance import Instance, Job
+from placement.slots.room import demand_vectors, room_rows
+from placement.model.instance import Instance, Job
 
 __all__ = ["SlotRoom"]
 

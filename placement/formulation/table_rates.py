@@ -1,4 +1,4 @@
-"""Speed tables (MODEL.md 8) in the exact model (:mod:`placement.formulation.exact`): the
+"""Speed tables (MODEL.md 8) in the exact model (:mod:`placement.formulation.time_indexed`): the
 table's own rate for the worker count and the machines spanned, not a rate per worker.
 
 For a job j with a table and each job-slot k = (j, t), t >= a_j, a binary q[k, c, W] per

@@ -1,10 +1,10 @@
 """The task variables every placement model shares: per job, slot and domain an indicator
 y and per machine the workers w and PSs s, with the capacity and hose-model link rows,
 the per-domain shape rows, the choice groups, and decoding a vector back to an
-:class:`~placement.intent.Intent`.
+:class:`~placement.model.intent.Intent`.
 
 The per-machine LP-bound model (:mod:`placement.formulation.per_machine`) and the exact
-time-indexed model (:mod:`placement.formulation.exact`) add their own progress variables
+time-indexed model (:mod:`placement.formulation.time_indexed`) add their own progress variables
 and objective on top.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 from placement import deadline
 from placement.formulation.domains import Domains, FitTable, fit_table
 from placement.formulation.rows import Rows, packing_rows
-from placement.instance import MB_TO_GB, TOL, Instance, Job
-from placement.intent import Intent, JobIntent
+from placement.model.instance import MB_TO_GB, TOL, Instance, Job
+from placement.model.intent import Intent, JobIntent
 from solvers.problem import ChoiceGroup, Option
 
 W, S, Y = 0, 1, 2

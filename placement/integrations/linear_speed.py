@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from placement.instance import MB_TO_GB
+from placement.model.instance import MB_TO_GB
 from placement.integrations.measured_speed import packed
 
 __all__ = ["LinearSpeed", "linear_speed", "reference_placements"]

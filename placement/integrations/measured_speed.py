@@ -2,7 +2,7 @@
 adapter and the Pollux workload converter share.
 
 A measurement gives the whole job's rate on a *placement* (GPUs per node, e.g. (4, 4, 1));
-a :class:`~placement.speed.SpeedTable` wants one rate per worker count W = min_workers ..
+a :class:`~placement.model.speed.SpeedTable` wants one rate per worker count W = min_workers ..
 max_workers, local and spread by the number of machines spanned. :func:`speed_table`
 measures every entry at one placement (:func:`entry_placements`), each distinct
 placement once:
@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from placement.speed import SpeedTable
+from placement.model.speed import SpeedTable
 
 __all__ = ["MIN_EFFICIENCY", "SPREAD_KEYS", "UNMEASURED", "entry_placements", "packed",
            "speed_table", "spread_keys", "useful_count"]

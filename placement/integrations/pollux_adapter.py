@@ -89,12 +89,12 @@ from typing import Any
 
 import numpy as np
 
-from placement.instance import Job
+from placement.model.instance import Job
 from placement.integrations.measured_speed import (entry_placements, packed, speed_table,
                                                    useful_count)
 from placement.online.scheduler import OnlineScheduler
-from placement.speed import SpeedTable
-from placement.topology import Link, Machine, Switch, Topology
+from placement.model.speed import SpeedTable
+from placement.model.topology import Link, Machine, Switch, Topology
 
 __all__ = ["DEFAULT_SOURCE", "MODES", "SOURCES", "PeerError", "PolluxAdapter", "make_adapter",
            "progress_rate", "speedup_table", "traces_table"]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from placement.capacity import Residual
+from placement.slots.residual import Residual
 from placement.online.policy import View
 
 __all__ = ["candidate_domains", "candidate_domains_each"]

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from placement.instance import Job
+from placement.model.instance import Job
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict
-from placement.topology import Topology
+from placement.model.topology import Topology
 
 __all__ = ["STATE_FORMAT", "Checkpointing", "JobRecord"]
 

@@ -1,16 +1,16 @@
-"""The project's greedy (placement.greedy) as an online policy: the floor baseline.
+"""The project's greedy (placement.offline.greedy) as an online policy: the floor baseline.
 
-Each slot it runs exactly the slot builder of :func:`placement.slot_rules.build_schedule` with an
+Each slot it runs exactly the slot builder of :func:`placement.slots.rules.build_schedule` with an
 empty plan (rules c and d: SRPT/Smith order, keep a running job's tasks unless another
 placement finishes it in fewer slots despite the restart, local first, trim on
-completion) on the View's instance, with a :class:`~placement.progress.ProgressTracker`
+completion) on the View's instance, with a :class:`~placement.model.progress.ProgressTracker`
 rebuilt from what the scheduler reports. So when the reports are the model's own progress,
 the online run makes the offline greedy's decisions slot for slot.
 """
 from __future__ import annotations
 
 from placement.online.policy import TaskDict, View
-from placement.slot_rules import decide_slot
+from placement.slots.rules import decide_slot
 
 __all__ = ["GreedyPolicy"]
 

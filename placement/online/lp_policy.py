@@ -18,7 +18,7 @@ Per slot t, one straight path:
    (:mod:`placement.online.queue_charge`); its LP; the most likely rounding (the
    deterministic member of the rounding family of ``solvers.rounding``; one trial is what
    a per-slot decision affords); decoded to the partition's intent.
-4. *Slot rules* (:func:`placement.slot_rules.decide_slot`) decide slot t from the intents
+4. *Slot rules* (:func:`placement.slots.rules.decide_slot`) decide slot t from the intents
    of all partitions at once: each intent normalised and fitted in its domain, kept
    unchanged when a change would not finish the job sooner despite its restart cost,
    trimmed when the job completes, and the capacity left filled shortest remaining work
@@ -62,14 +62,14 @@ import numpy as np
 
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.executors import InProcess
-from placement.instance import Instance, Job
+from placement.model.instance import Instance, Job
 from placement.formulation.configuration import BUCKETS
-from placement.intent import JobIntent
+from placement.model.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
-from placement.slot_rules import decide_slot
+from placement.slots.rules import decide_slot
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ at 16,000 x 8,000 11.65 s against 8.74 s (benchmarks/SCALING.md). A
 whole life, and the cluster (the decision's instance without jobs, the same every slot
 on a fixed cluster) reaches each worker once: it is written to a file named by the hash
 of its bytes, and a worker reads it only when the name changes. So it keeps its
-per-cluster tables (:func:`placement.instance.cluster_cache`) from slot to slot, and a
+per-cluster tables (:func:`placement.model.instance.cluster_cache`) from slot to slot, and a
 decision sends each partition only its jobs and its chain.
 
 Use it as ``LPRoundingPolicy(executor=PartitionPool(2))`` (the caller closes it; a

@@ -11,7 +11,7 @@ Two modes (``OnlineScheduler(mode=...)``):
   for slot ``view.t``;
 - ``"commit"`` (OASiS style): when a job arrives, ``commit(view, job_id, reserved)``
   returns its tasks for every future slot, given what earlier commitments hold
-  (``reserved(t)`` is a :class:`placement.capacity.Residual` of slot t, already charged
+  (``reserved(t)`` is a :class:`placement.slots.residual.Residual` of slot t, already charged
   with them); the plan is then executed unchanged.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, runtime_checkable
 
-from placement.instance import COMPLETE, Instance, Job
-from placement.capacity import Residual
-from placement.progress import ProgressTracker, TaskDict
+from placement.model.instance import COMPLETE, Instance, Job
+from placement.slots.residual import Residual
+from placement.model.progress import ProgressTracker, TaskDict
 
 
 

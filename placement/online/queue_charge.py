@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from placement.instance import Instance, Job, demand_matrix
+from placement.model.instance import Instance, Job, demand_matrix
 
 __all__ = ["leftover", "queue_delay", "queue_extra"]
 

@@ -9,7 +9,7 @@ to the policy, and enforces MODEL.md on whatever the policy answers:
 - shape (rule 3): min_workers <= W <= max_workers, S >= job.min_ps(W), no PS without
   workers, only known machines and non-negative integer counts;
 - capacity and links (rules 1 and 4): decisions are packed into a fresh
-  :class:`~placement.capacity.Residual` in the policy's dict order.
+  :class:`~placement.slots.residual.Residual` in the policy's dict order.
 
 A decision that breaks a rule is dropped for that slot (the job waits) and logged; it is
 never repaired, so the scheduler never reconfigures a job by itself. Rule 2's end of life
@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from placement.instance import Instance, InstanceError, Job
+from placement.model.instance import Instance, InstanceError, Job
 from placement.online.checkpoint import Checkpointing, JobRecord
 from placement.online.policy import CommittingPolicy, Policy, TaskDict, View
-from placement.capacity import Residual
-from placement.topology import Machine, Topology
+from placement.slots.residual import Residual
+from placement.model.topology import Machine, Topology
 
 __all__ = ["Drop", "MODES", "OnlineScheduler"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from placement.topology import Machine
+from placement.model.topology import Machine
 
 __all__ = ["AddMachine", "Event", "MACHINE_EVENTS", "RemoveMachine", "RepairMachine", "Restart",
            "parse_event"]

@@ -4,7 +4,7 @@ Slot by slot: apply the cluster events of the slot (machine failure, repair or g
 restart of the manager from its JSON checkpoint), submit the jobs that arrive, time
 ``step(t)``, let the cluster run the allocations, report each job's true progress and
 finish the jobs that completed. The cluster's truth is MODEL.md section 4 computed with a
-:class:`~placement.progress.ProgressTracker`; with ``progress_noise`` = p > 0 each job's
+:class:`~placement.model.progress.ProgressTracker`; with ``progress_noise`` = p > 0 each job's
 mini-batches in a slot are the model's times (1 - p u), u uniform on [0, 1) from a
 generator seeded with ``seed``: the truth lags the model, as a real cluster's does.
 
@@ -13,7 +13,7 @@ The run stops when every job has completed, or after ``horizon`` slots (default
 ``horizon`` or ``lookahead`` is refused). The executed allocations form a schedule over
 an instance of all jobs whose horizon is the number of slots simulated and whose cluster
 is every machine that took part (removed ones included). Without noise and machine events that
-schedule passes :func:`placement.evaluate.validate` (checked; a failure is a bug) and its
+schedule passes :func:`placement.model.evaluate.validate` (checked; a failure is a bug) and its
 MODEL.md score equals the simulated truth. With noise the model thinks jobs complete
 before they do, so the executed schedule may break rule 2 and its score differs from the
 truth: the result keeps both, and the violations.
@@ -28,17 +28,17 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from placement import limits
-from placement.evaluate import evaluate
-from placement.instance import COMPLETE, Instance, InstanceError, Job
+from placement.model import limits
+from placement.model.evaluate import evaluate
+from placement.model.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
 from placement.online.scheduler import OnlineScheduler
-from placement.progress import ProgressTracker
-from placement.schedule import Allocation, Schedule
+from placement.model.progress import ProgressTracker
+from placement.model.schedule import Allocation, Schedule
 from placement.simulate.events import (MACHINE_EVENTS, AddMachine, Event, RemoveMachine,
                                        RepairMachine, Restart)
 from placement.simulate.result import SimulationResult
-from placement.topology import Link, Machine, Topology
+from placement.model.topology import Link, Machine, Topology
 
 __all__ = ["HORIZON_FACTOR", "default_horizon", "simulate"]
 

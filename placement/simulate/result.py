@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from placement.evaluate import Report, Violation
-from placement.instance import Instance
-from placement.schedule import Schedule
+from placement.model.evaluate import Report, Violation
+from placement.model.instance import Instance
+from placement.model.schedule import Schedule
 from placement.simulate.events import Event
 
 __all__ = ["SimulationResult"]

@@ -17,11 +17,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from placement.clusters import RESOURCES
-from placement.first_fit import demand_vector, first_fit
-from placement.instance import TOL, Instance, Job
-from placement.speed import SpeedTable
-from placement.topology import Topology
+from placement.model.clusters import RESOURCES
+from placement.traces.first_fit import demand_vector, first_fit
+from placement.model.instance import TOL, Instance, Job
+from placement.model.speed import SpeedTable
+from placement.model.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
 from placement.traces.philly import read_philly
 from placement.traces.pollux import pollux_cluster, read_pollux_workload
@@ -41,11 +41,11 @@ def instance_from_jobs(jobs: Iterable[Job], topology: Topology, *, slot_seconds:
     ``cap_workers`` a job's ``max_workers`` (and its speed table's rows) is lowered (never
     below ``min_workers``) to what the cluster holds: the sum over machines of the most
     workers that fit on the machine together with their PSs (the rule of
-    :mod:`placement.generate`); more could never run, and U also sets the charge of an
+    :mod:`placement.traces.generate`); more could never run, and U also sets the charge of an
     unfinished job. The count is logged.
 
     The default horizon is generous and provably enough: one slot past the completion
-    of the last job in :func:`placement.first_fit.first_fit_schedule`'s schedule (first
+    of the last job in :func:`placement.traces.first_fit.first_fit_schedule`'s schedule (first
     come, first served, each job local on one machine, backfilling), a valid schedule
     that finishes every job, so a good schedule finishes every job inside it (MODEL.md
     section 4). It needs each job's ``min_workers`` and their PSs to fit on one empty

@@ -7,16 +7,16 @@ The header names the columns, in any order; :func:`write_joblist` writes exactly
 Each column is the MODEL.md job field of that name (``arrival`` in slots: the list does
 not carry ``slot_seconds``, so whoever builds the instance must use the one the list was
 made for); ``worker_<r>`` and ``ps_<r>`` are the demand of resource r (GPUs, cores, GB,
-as :mod:`placement.clusters`; a PS takes no GPU). ``gradient_mb``, ``min_workers``,
+as :mod:`placement.model.clusters`; a PS takes no GPU). ``gradient_mb``, ``min_workers``,
 ``weight`` and ``restart_seconds`` may be left out (defaults 0, 1, 1, 0); every other
 column is required.
 
-Reading is strict, with the rules of :meth:`placement.instance.Job.from_dict`: an
+Reading is strict, with the rules of :meth:`placement.model.instance.Job.from_dict`: an
 unknown, duplicate or missing column, a row with the wrong number of cells, an empty
 cell, text that is not a number, NaN, infinity, a negative or zero value where MODEL.md
 forbids it, a number outside its bound or a count above its limit (docs/limits.md: the
 input policy of every reader), a control character in an id, a count that is not an
-integer (``3.0``) or a duplicate id raise :class:`~placement.strict_json.InstanceError`
+integer (``3.0``) or a duplicate id raise :class:`~placement.model.strict_json.InstanceError`
 whose path names the file, the line and the column, e.g.
 ``jobs.csv:line 4:worker_gpu: must be >= 0, got -1``. Lines are the file's (the header
 is line 1), so an editor jumps to them; blank lines are skipped. Given the ``cluster``
@@ -35,10 +35,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from placement import limits
-from placement.strict_json import InstanceError, join, open_csv, parse_int
-from placement.instance import Instance, Job
-from placement.topology import Topology
+from placement.model import limits
+from placement.model.strict_json import InstanceError, join, open_csv, parse_int
+from placement.model.instance import Instance, Job
+from placement.model.topology import Topology
 
 __all__ = ["COLUMNS", "PS_RESOURCES", "WORKER_RESOURCES", "read_joblist", "write_joblist"]
 

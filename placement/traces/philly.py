@@ -37,7 +37,7 @@ Model profile
     group the model is seeded uniform. The assumption is only that larger models train
     longer; the uniform choice keeps every sample a mix of models.
 
-Per-profile fields (the rules of :mod:`placement.generate`, reused from there)
+Per-profile fields (the rules of :mod:`placement.traces.generate`, reused from there)
     ``batch_seconds`` and ``gradient_mb`` (= model size) from the profile; worker and PS
     demands (1 GPU, the profile's cores, memory from the model size);
     ``worker_gbps`` from the measured inter-node rate; ``ps_gbps`` = m x worker_gbps
@@ -51,7 +51,7 @@ Workers and work
     scheduling did not, but forcing U would make wide jobs wait for a whole free block).
     ``work_batches`` = ceil(duration x num_gpus / theta), theta being one worker's
     mini-batch time (MODEL.md section 4) at the rate the job had in Philly: local at
-    :data:`REFERENCE_LOCAL_GBPS` (400, the ``local_gbps`` of :mod:`placement.clusters`'
+    :data:`REFERENCE_LOCAL_GBPS` (400, the ``local_gbps`` of :mod:`placement.model.clusters`'
     star and racks) when num_gpus <= :data:`LOCAL_GPUS` (8, Philly's largest servers),
     else spread at ``worker_gbps``. So num_gpus workers placed that way take the trace's
     duration (plus a restart and the rounding up to whole slots and batches); fewer
@@ -72,9 +72,9 @@ from pathlib import Path
 
 import numpy as np
 
-from placement.strict_json import FileFormatError, open_csv
-from placement.generate import PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, load_profiles
-from placement.instance import Job
+from placement.model.strict_json import FileFormatError, open_csv
+from placement.traces.generate import PS_GBPS_MULTIPLES, RESTART_SECONDS, Profile, load_profiles
+from placement.model.instance import Job
 
 __all__ = ["GPU_TIME_EDGES", "LOCAL_GPUS", "REFERENCE_LOCAL_GBPS", "ENV_VAR", "default_path",
            "gpu_profiles", "read_philly", "reference_batch_time"]

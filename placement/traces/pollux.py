@@ -4,7 +4,7 @@ The Pollux paper's (OSDI'21) cluster simulator (artifact ``pollux-simulator``, A
 2.0) replays workloads ``name,time,application,num_replicas,batch_size`` (``time``: the
 submission second) against measured data of six applications. This module reads the
 workloads with its own code (no pandas) and turns every row into a
-:class:`~placement.instance.Job`, so the peer's workloads can be replayed in
+:class:`~placement.model.instance.Job`, so the peer's workloads can be replayed in
 :mod:`placement.simulate`. The measured data of an application, with the simulator's
 semantics, is :class:`~placement.traces.pollux_application.PolluxApplication`: kept apart
 because it is the simulator's own model, while this module is our translation of it into
@@ -39,7 +39,7 @@ Conversion of a workload row (:func:`pollux_job`)
       extension (jobs that declare no PS).
 
 Cluster (:func:`pollux_cluster`)
-    The simulator's 16 nodes x 4 GPUs as a :func:`~placement.clusters.star` whose
+    The simulator's 16 nodes x 4 GPUs as a :func:`~placement.model.clusters.star` whose
     machines have only ``gpu`` capacity and whose links and ``local_gbps`` are 1e6 Gbps:
     the simulator models no network limit, so no link ever binds.
 
@@ -53,7 +53,7 @@ What is lost (details and measurements: docs/model.md)
 Errors
     A missing or unreadable file, a missing column, a row with the wrong number of
     cells, a bad number, an unknown application, a duplicate job name or a row whose
-    configuration has no measured value raise :class:`~placement.strict_json.InstanceError`
+    configuration has no measured value raise :class:`~placement.model.strict_json.InstanceError`
     whose path names the file, the row (its line number; the header is row 1) and the
     column, e.g. ``workload.csv:row 4:batch_size: must be a positive integer, got 'x'``.
 """
@@ -63,11 +63,11 @@ import math
 import os
 from pathlib import Path
 
-from placement.clusters import star
-from placement.instance import Job
+from placement.model.clusters import star
+from placement.model.instance import Job
 from placement.integrations.measured_speed import packed, speed_table
-from placement.strict_json import InstanceError
-from placement.topology import Topology
+from placement.model.strict_json import InstanceError
+from placement.model.topology import Topology
 from placement.traces.pollux_application import (APPLICATIONS, GPUS_PER_NODE, MAX_REPLICAS,
                                                  PolluxApplication, parse_count, parse_number,
                                                  read_csv_rows)

@@ -49,7 +49,7 @@ Application settings (:data:`APPLICATIONS`)
 
 Errors
     A missing or unreadable file, a missing column, a row with the wrong number of
-    cells or a bad number raise :class:`~placement.strict_json.InstanceError` whose
+    cells or a bad number raise :class:`~placement.model.strict_json.InstanceError` whose
     path names the file, the row (its line number; the header is row 1) and the column.
     :func:`read_csv_rows`, :func:`parse_number` and :func:`parse_count` do the same for
     :mod:`placement.traces.pollux`'s workload files.
@@ -67,7 +67,7 @@ import numpy as np
 from scipy.interpolate import LinearNDInterpolator
 
 from placement.integrations.measured_speed import packed, useful_count
-from placement.strict_json import InstanceError, open_csv
+from placement.model.strict_json import InstanceError, open_csv
 
 __all__ = ["APPLICATIONS", "GPUS_PER_NODE", "MAX_NODES", "MAX_REPLICAS", "AppSettings",
            "PolluxApplication", "parse_count", "parse_number", "read_csv_rows"]

@@ -1,5 +1,5 @@
 """The optimum of a tiny instance by enumerating every valid schedule: the referee of the
-exact model, so it uses nothing but the schedule types and ``placement.evaluate``.
+exact model, so it uses nothing but the schedule types and ``placement.model.evaluate``.
 
 Per slot and job, every assignment of (workers, ps) in 0..max_workers x 0..min_ps(max_workers)
 to each machine (more PSs on one machine are never needed: lowering them to min_ps keeps the
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from itertools import product
 
-from placement.evaluate import evaluate, validate
-from placement.instance import Instance
-from placement.schedule import Allocation, Schedule, Slot
+from placement.model.evaluate import evaluate, validate
+from placement.model.instance import Instance
+from placement.model.schedule import Allocation, Schedule, Slot
 
 Assignment = tuple[Allocation, ...]
 

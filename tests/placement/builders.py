@@ -17,12 +17,12 @@ import math
 import re
 from typing import Callable, Iterable
 
-from placement.evaluate import Violation
-from placement.instance import Instance, Job
+from placement.model.evaluate import Violation
+from placement.model.instance import Instance, Job
 from placement.online.scheduler import OnlineScheduler
-from placement.progress import ProgressTracker
-from placement.schedule import Allocation, Schedule, Slot
-from placement.topology import Link, Machine, Switch, Topology
+from placement.model.progress import ProgressTracker
+from placement.model.schedule import Allocation, Schedule, Slot
+from placement.model.topology import Link, Machine, Switch, Topology
 
 RESOURCES = ("gpu", "cpu")
 CAPACITY = {"gpu": 8, "cpu": 16}

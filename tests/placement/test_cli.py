@@ -99,7 +99,7 @@ def test_generate_writes_a_valid_instance(tmp_path, capsys):
     out = tmp_path / "g.json"
     assert main(["generate", "--jobs", "5", "--cluster", "racks:2x2", "--seed", "3", "--out", str(out)]) == 0
     assert "wrote" in capsys.readouterr().out
-    from placement.instance import Instance
+    from placement.model.instance import Instance
     assert len(Instance.load(out).jobs) == 5
     assert main(["generate", "--jobs", "5", "--cluster", "racks:0x2"]) == 2
     assert "racks" in capsys.readouterr().err
@@ -125,7 +125,7 @@ def test_simulate_bad_input(capsys, argv, message):
 
 
 def test_simulate_job_list_needs_a_cluster(tmp_path, capsys):
-    from placement.instance import Instance
+    from placement.model.instance import Instance
     from placement.traces import write_joblist
     path = tmp_path / "jobs.csv"
     write_joblist(Instance.load(EXAMPLES / "racks.json").jobs, path)
@@ -154,7 +154,7 @@ def test_simulate_prints_lower_bounds_that_no_run_beats(capsys):
 
 
 def test_simulate_bound_skips_a_pooled_model_over_the_size_limit(capsys, monkeypatch):
-    monkeypatch.setattr("placement.pooled_bound.MAX_CONFIGURATIONS", 10)
+    monkeypatch.setattr("placement.bounds.pooled_bound.MAX_CONFIGURATIONS", 10)
     code = main(["simulate", "--trace", str(EXAMPLES / "racks.json"), "--policy", "greedy", "--bound"])
     text = capsys.readouterr().out
     assert code == 0 and "pooled LP skipped (" in text and "more than 10)" in text

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from placement import limits
+from placement.model import limits
 from placement.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

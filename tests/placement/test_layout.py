@@ -72,7 +72,7 @@ def test_solvers_know_nothing_of_placement():
 
 
 def test_the_validator_imports_no_formulation_and_no_solver():
-    below = reach(graph(), "placement.evaluate")
+    below = reach(graph(), "placement.model.evaluate")
     assert not [m for m in below if m.startswith(("placement.formulation", "placement.chain", "solvers"))]
 
 

@@ -16,11 +16,11 @@ import pytest
 from placement import deadline
 from placement.chain import Chain, EmptyIntent, SlotRules
 from placement.cli import main
-from placement.generate import generate
-from placement.instance import Instance
-from placement.intent import Intent
+from placement.traces.generate import generate
+from placement.model.instance import Instance
+from placement.model.intent import Intent
 from placement.outputs import OutputError, Staged, check_outputs
-from placement.solve import solve
+from placement.offline.solve import solve
 from solvers.result import Status
 
 from .conftest import EXAMPLES
@@ -69,9 +69,9 @@ def test_the_best_schedule_so_far_is_kept_at_the_limit():
 
 
 def test_greedy_keeps_its_schedule_when_the_bound_does_not_fit(monkeypatch):
-    import placement.solve
+    import placement.offline.solve
 
-    monkeypatch.setattr(placement.solve, "_lp_bound", lambda instance, model: time.sleep(1) or (1.0, {}))
+    monkeypatch.setattr(placement.offline.solve, "_lp_bound", lambda instance, model: time.sleep(1) or (1.0, {}))
     out = solve(Instance.load(RACKS), solver="greedy", time_limit=0.3)
     assert out.schedule is not None and out.certificate.lower_bound is None
     assert out.certificate.message.startswith("no lower bound: time limit of 0.3 s reached")

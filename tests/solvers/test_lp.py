@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from solvers.check import is_feasible
-from solvers.exact import solve_exact
+from solvers.mip import solve_mip
 from solvers.finish import CHECK_TOL, RawSolution, finish, implied_upper, lagrangian_bound
 from solvers.isolation import run_isolated
 from solvers.lp import LP_BACKENDS, solve_lp
@@ -105,7 +105,7 @@ def test_highs_without_presolve_reaches_the_same_optimum(seed):
 @pytest.mark.parametrize("seed", [3, 4])
 def test_lp_bounds_mip_for_min(seed):
     p = random_mpc(seed)
-    relax, mip = solve_lp(p), solve_exact(p, time_limit=20)
+    relax, mip = solve_lp(p), solve_mip(p, time_limit=20)
     assert relax.status is Status.OPTIMAL and mip.status is Status.OPTIMAL
     assert relax.bound <= mip.objective + 1e-9
     assert not is_feasible(p, relax.x) or relax.objective == pytest.approx(mip.objective)

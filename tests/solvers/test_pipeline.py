@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from solvers.check import is_feasible
-from solvers.exact import solve_exact
+from solvers.mip import solve_mip
 from solvers.guarantee import Guarantee
 from solvers.orlib import read_gap, read_mknap1, read_scp
 from solvers.pipeline import solve_rounding
@@ -28,7 +28,7 @@ def _cases() -> list[Problem]:
 @pytest.mark.parametrize("prob", _cases(), ids=lambda p: p.name)
 def test_lp_value_le_exact_optimum_le_rounded_objective(prob: Problem) -> None:
     res = solve_rounding(prob, seed=0, trials=32)
-    exact = solve_exact(prob, backend="highs", time_limit=60)
+    exact = solve_mip(prob, backend="highs", time_limit=60)
     assert exact.status is Status.OPTIMAL
     assert res.status is Status.FEASIBLE and is_feasible(prob, res.x)
     assert res.bound <= exact.objective + 1e-6 <= res.objective + 2e-6

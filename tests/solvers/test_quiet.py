@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import solvers
-from solvers.exact import solve_exact
+from solvers.mip import solve_mip
 from solvers.banner import _construct_fd1, construct_without_banner
 from solvers.lp import solve_lp
 from solvers.problem import Problem
@@ -36,16 +36,16 @@ def test_solve_lp_prints_nothing(capfd):
 
 
 def test_solve_exact_prints_nothing(capfd):
-    assert solve_exact(small()).success
+    assert solve_mip(small()).success
     assert capfd.readouterr().out == ""
 
 
 @pytest.mark.parametrize("call", [
     "solve_lp(p, backend='highs')",
-    "solve_exact(p, backend='highs')",
+    "solve_mip(p, backend='highs')",
 ])
 def test_first_call_in_a_fresh_process_prints_nothing(call):
-    code = ("from solvers.exact import solve_exact\nfrom solvers.lp import solve_lp\n"
+    code = ("from solvers.mip import solve_mip\nfrom solvers.lp import solve_lp\n"
             f"from solvers.problem import Problem\np = {PROBLEM}\n"
             f"r = {call}\nassert r.success, r\nr = {call}\nassert r.success, r\n")
     run = fresh_python(code)

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from placement.instance import COMPLETE, TOL_FIT, Instance, Job
+from placement.model.instance import COMPLETE, TOL_FIT, Instance, Job
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import Residual
-from placement.progress import canonical, per_worker_seconds
+from placement.slots.residual import Residual
+from placement.model.progress import canonical, per_worker_seconds
 
 Tasks = Mapping[str, tuple[int, int]]
 

@@ -6,7 +6,7 @@ import heapq
 from placement.online.baselines._common import (arrival_order, by_workers, held_vector,
                                                 place_count, settle, share, workers)
 from placement.online.policy import TaskDict, View
-from placement.progress import job_rate
+from placement.model.progress import job_rate
 
 
 class DRF:

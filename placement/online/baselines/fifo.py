@@ -1,11 +1,11 @@
 """First-in, first-out: the scheduler every cluster starts with."""
 from __future__ import annotations
 
-from placement.instance import Job
+from placement.model.instance import Job
 from placement.online.baselines._common import (arrival_order, by_workers, keep_previous,
                                                 one_machine_holds, settle)
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import Residual
+from placement.slots.residual import Residual
 
 
 class FIFO:

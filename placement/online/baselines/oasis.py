@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement import limits
-from placement.instance import COMPLETE, TOL_FIT, Instance, Job
+from placement.model import limits
+from placement.model.instance import COMPLETE, TOL_FIT, Instance, Job
 from placement.online.baselines._common import arrival_order, cannot_finish_by, local_time, workers
 from placement.online.policy import TaskDict, View
-from placement.capacity import Residual
-from placement.progress import per_worker_seconds
+from placement.slots.residual import Residual
+from placement.model.progress import per_worker_seconds
 
 
 @dataclass(frozen=True)

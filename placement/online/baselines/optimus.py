@@ -5,12 +5,12 @@ import heapq
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Job
+from placement.model.instance import TOL_FIT, Job
 from placement.online.baselines._common import (arrival_order, by_workers, keep_previous,
                                                 settle, share, workers)
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import Residual
-from placement.progress import job_rate
+from placement.slots.residual import Residual
+from placement.model.progress import job_rate
 
 
 class Optimus:

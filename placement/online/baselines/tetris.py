@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.instance import TOL_FIT, Instance, Job
+from placement.model.instance import TOL_FIT, Instance, Job
 from placement.online.baselines._common import (arrival_order, local_time, moves_pay, settle,
                                                 unit_demand, workers)
 from placement.online.policy import TaskDict, View
-from placement.capacity import Residual
-from placement.progress import canonical, job_rate
+from placement.slots.residual import Residual
+from placement.model.progress import canonical, job_rate
 
 
 class Tetris:

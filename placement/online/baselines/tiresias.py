@@ -5,7 +5,7 @@ import bisect
 
 from placement.online.baselines._common import by_workers, keep_previous, one_machine_holds, settle
 from placement.online.policy import JobState, TaskDict, View
-from placement.capacity import Residual
+from placement.slots.residual import Residual
 
 
 class Tiresias:

@@ -1,0 +1,125 @@
+"""Measured speed (MODEL.md section 8): a job may give its speed as a table instead of the
+linear rate of section 4, because real speedups are concave in the worker count and
+depend on how many machines the job spans.
+
+JSON (a job's optional ``"speed"`` key; docs/model.md, 'Measured speed'):
+
+    "speed": {"local":  [r_L, ..., r_U],
+              "spread": [r_L, ..., r_U]}                       # any number of machines >= 2
+    "speed": {"local": [...], "spread": {"2": [...], "4": [...]}}  # by machines spanned
+    "speed": {"base": 3.5, "local": [1, 1.8, ...], "spread": [...]}  # speedups over `base`
+
+Each list has one entry per worker count W = min_workers .. max_workers: the mini-batches
+per second of the whole job with W workers, all of its tasks on one machine (``local``)
+or on several (``spread``). With ``base``, entries are speedups and the rate is
+``base x entry``. ``spread`` by machines spanned: the row of the largest key not above the
+machines the job spans (keys are integers >= 2 and must include 2). Entries are positive
+and finite; there is no monotonicity rule (measured throughput may fall past the knee).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from placement.model import limits
+from placement.model.strict_json import FileFormatError, InstanceError, Fields, fail, join, number
+
+__all__ = ["SpeedTable"]
+
+
+@dataclass(frozen=True)
+class SpeedTable:
+    """Rates in mini-batches per second, indexed by W - ``min_workers``."""
+
+    min_workers: int
+    local: tuple[float, ...]
+    #: (machines spanned, rates): sorted by machines, the first at 2
+    spread: tuple[tuple[int, tuple[float, ...]], ...]
+
+    @property
+    def max_workers(self) -> int:
+        return self.min_workers + len(self.local) - 1
+
+    def rate(self, workers: int, machines: int) -> float:
+        """Mini-batches per second with ``workers`` workers spanning ``machines`` machines
+        (0 outside [min_workers, max_workers] or without workers)."""
+        k = workers - self.min_workers
+        if machines < 1 or not 0 <= k < len(self.local):
+            return 0.0
+        if machines == 1:
+            return self.local[k]
+        row = self.spread[0][1]
+        for count, rates in self.spread:
+            if count <= machines:
+                row = rates
+        return row[k]
+
+    @property
+    def fastest_local(self) -> float:
+        """The fastest local rate: MODEL.md 8's rate for the unfinished charge."""
+        return max(self.local)
+
+    @property
+    def fastest(self) -> float:
+        """The fastest rate of the table, local or spread, at any worker count."""
+        return max(self.best_rate(local=True, most_workers=self.max_workers),
+                   self.best_rate(local=False, most_workers=self.max_workers))
+
+    def best_per_worker(self, *, local: bool) -> float:
+        """The largest rate per worker, local or over any spread row: what one worker can
+        be credited at most in a model that is linear in the worker count."""
+        rows = [self.local] if local else [rates for _, rates in self.spread]
+        return max(r / (self.min_workers + k) for rates in rows for k, r in enumerate(rates))
+
+    def best_rate(self, *, local: bool, most_workers: int) -> float:
+        """The fastest rate with at most ``most_workers`` workers (0 if fewer than min_workers)."""
+        upto = most_workers - self.min_workers + 1
+        if upto <= 0:
+            return 0.0
+        rows = [self.local] if local else [rates for _, rates in self.spread]
+        return max(max(rates[:upto]) for rates in rows)
+
+    @classmethod
+    def from_dict(cls, value: Any, path: str, min_workers: int, max_workers: int,
+                  error: type[FileFormatError] = InstanceError) -> "SpeedTable":
+        f = Fields(value, path, error, ("local", "spread"), ("base",))
+        base = f.number("base", 1.0, positive=True) if f.has("base") else 1.0
+        size = max_workers - min_workers + 1
+
+        def row(v: Any, where: str) -> tuple[float, ...]:
+            if not isinstance(v, list):
+                fail(where, f"must be a list of {size} rates (W = {min_workers}..{max_workers})", error)
+            if len(v) != size:
+                fail(where, f"has {len(v)} entries; needs {size}, one per W = {min_workers}..{max_workers}", error)
+            out = []
+            for k, x in enumerate(v):
+                rate = base * number(x, join(where, k), error, positive=True)
+                if not (math.isfinite(rate) and rate > 0):
+                    fail(join(where, k), f"rate {rate} is not positive and finite", error)
+                reason = limits.RATE.check(rate, True)  # docs/limits.md
+                if reason:
+                    fail(join(where, k), f"the rate {reason}", error)
+                out.append(rate)
+            return tuple(out)
+
+        local = row(value["local"], join(path, "local"))
+        raw = value["spread"]
+        where = join(path, "spread")
+        if isinstance(raw, dict):
+            spread = []
+            for key, rates in raw.items():
+                if not (isinstance(key, str) and key.isdigit() and int(key) >= 2):
+                    fail(join(where, key), "keys are machine counts, integers >= 2", error)
+                spread.append((int(key), row(rates, join(where, key))))
+            spread.sort()
+            if not spread or spread[0][0] != 2:
+                fail(where, 'by machines spanned, the counts must include "2"', error)
+        else:
+            spread = [(2, row(raw, where))]
+        return cls(min_workers, local, tuple(spread))
+
+    def to_dict(self) -> dict[str, Any]:
+        if len(self.spread) == 1:
+            return {"local": list(self.local), "spread": list(self.spread[0][1])}
+        return {"local": list(self.local), "spread": {str(c): list(r) for c, r in self.spread}}
