@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from machine import cpu_model  # noqa: E402  benchmarks/machine.py (scripts run from this folder)
 from placement.chain import Chain, Formulate, Round, SolveLP  # noqa: E402
+from placement.formulation import FORMULATIONS  # noqa: E402
 from placement.model.instance import Instance  # noqa: E402
 from placement.offline.solve import AUTO_PER_MACHINE_LIMIT  # noqa: E402
 from solvers.guarantee import TOL, Guarantee, compute_guarantee  # noqa: E402
@@ -61,9 +62,10 @@ def placement_case(path: Path, suite: str) -> Case:
     instance = Instance.load(path)
     triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
     model = "per-machine" if triples <= AUTO_PER_MACHINE_LIMIT else "aggregated"
-    lp, trace = Chain([Formulate(model), SolveLP()]).apply(instance)
-    Round(DEFAULT_TRIALS).apply(lp, trace)  # the Round step computes the guarantee the certificate reports
-    return Case(suite, path.stem, trace.problem, lp.x, trace.guarantee)
+    forward = Chain([Formulate(FORMULATIONS[model]), SolveLP()]).apply(instance)
+    relaxed, trace = forward.data, forward.trace
+    Round(DEFAULT_TRIALS).apply(relaxed, trace)  # the Round step computes the guarantee the certificate reports
+    return Case(suite, path.stem, relaxed.problem, relaxed.lp.x, trace.guarantee)
 
 
 def engine_case(suite: str, name: str, problem: Problem) -> Case:

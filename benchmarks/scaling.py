@@ -221,7 +221,7 @@ def where_time_goes(row: dict) -> list[str]:
     steps = [("candidate domains and chains, partition by partition (each chain starts when built)",
               t0.get("candidates", 0.0)),
              ("window chains after the last one started, wall (build, LP, round, decode)", t0.get("solve", 0.0)),
-             ("slot rules for slot t (realise)", t0.get("realise", 0.0)),
+             ("slot rules for slot t", t0.get("slot rules", 0.0)),
              ("select (play both decisions over the window)", t0.get("select", 0.0))]
     other = total - sum(v for _, v in steps)
     out = [f"Where the first decision's {total:.2f} s go at {row['jobs']} x {row['machines']} "
@@ -263,14 +263,14 @@ def report(rows: list[dict], args: argparse.Namespace, wall: float) -> str:
            "column says), every job active at slot 0; machines of 8 GPUs in racks "
            "of 16 (20 when the count is not a multiple of 16).", "",
            "| jobs x machines | executor | GPUs | decision (slot 0) | median decision | peak memory | partitions | "
-           "LP / formulate / realise at slot 0 | window objective | gap to aggregated LP bound | "
+           "LP / formulate / slot rules at slot 0 | window objective | gap to aggregated LP bound | "
            "gap to single-machine bound | valid |",
            "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         t0 = r["timings"][0]
         out.append(f"| {r['jobs']} x {r['machines']} | {r['where']} | {r['gpus']} | {r['decision_seconds'][0]:.2f} s | "
                    f"{statistics.median(r['decision_seconds']):.2f} s | {memory(r)} | "
-                   f"{int(t0.get('partitions', 1))} | {t0['lp']:.2f} / {t0['formulate']:.2f} / {t0['realise']:.2f} s | "
+                   f"{int(t0.get('partitions', 1))} | {t0['lp']:.2f} / {t0['formulate']:.2f} / {t0['slot rules']:.2f} s | "
                    f"{r['objective']:.4g} | {gap(r['objective'], r['proven_bound'])} | "
                    f"{gap(r['objective'], r['single_machine_bound'])} | {r['valid']} |")
     out += ["", "Window objective: MODEL.md weighted JCT of the window's schedule (horizon = the window, "

@@ -36,6 +36,7 @@ DEFAULT_LIMITS = {"small": 60.0}  # seconds for the exact referee; other suites:
 def run_one(path: str, time_limit: float, trials: int) -> dict:
     """Every method on one instance (runs in a worker process)."""
     from placement.chain import Chain, ChainStop, Formulate, SolveLP
+    from placement.formulation import FORMULATIONS
     from placement.bounds.column_bound import column_bound
     from placement.model.instance import Instance
     from placement.offline.solve import AUTO_PER_MACHINE_LIMIT, solve
@@ -47,7 +48,7 @@ def run_one(path: str, time_limit: float, trials: int) -> dict:
     model = "per-machine" if triples <= AUTO_PER_MACHINE_LIMIT else "aggregated"
     start = time.perf_counter()
     try:
-        row["lp_bound"] = Chain([Formulate(model), SolveLP()]).apply(inst)[1].bound
+        row["lp_bound"] = Chain([Formulate(FORMULATIONS[model]), SolveLP()]).apply(inst).trace.bound
     except ChainStop:
         row["lp_bound"] = None
     row["lp_seconds"] = time.perf_counter() - start

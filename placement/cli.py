@@ -193,7 +193,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from placement.model.cluster_spec import parse_cluster
     from placement.online.registry import POLICIES, make_policy
-    from placement.simulate import parse_event, plot_simulation, simulate
+    from placement.simulate.events import parse_event
+    from placement.simulate.loop import simulate
+    from placement.simulate.plots import plot_simulation
 
     names = list(POLICIES) if args.policy == ["all"] else args.policy
     _check_outputs({"--out": args.out}, [args.trace.removeprefix("pollux:")])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from placement.simulate import SimulationResult
+    from placement.simulate.result import SimulationResult
 
 DASK_HINT = 'pip install "placement[dask]"'
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 
 __all__ = ["Deadline", "Guard", "Terminated", "TimeLimitReached", "check", "command", "current", "interrupted",
-           "limit", "remaining", "seconds"]
+           "in_time", "limit", "remaining", "seconds"]
 
 
 class TimeLimitReached(Exception):
@@ -98,6 +98,35 @@ def remaining(cap: float | None = None) -> float | None:
         return cap
     left = max(d.remaining(), 0.01)
     return left if cap is None else min(cap, left)
+
+
+def in_time(what: str, function: Callable, *args, **kwargs):
+    """``function(*args, **kwargs)`` under the current deadline, in a thread given only the time left:
+    the result in hand is not lost to a model build or a solver call that cannot be interrupted (the
+    thread is abandoned; its own deadline checks end it at its next step). Raises
+    :class:`TimeLimitReached` naming ``what`` when the time runs out first."""
+    clock = current()
+    if clock is None:
+        return function(*args, **kwargs)
+    result: list = []
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=lambda: result.append(_capture(context.run, function, *args, **kwargs)),
+                              name=what, daemon=True)
+    worker.start()
+    worker.join(max(clock.remaining(), 0.0))
+    if not result:
+        raise TimeLimitReached(clock.seconds, what)
+    value, error = result[0]
+    if error is not None:
+        raise error
+    return value
+
+
+def _capture(run, *args, **kwargs):
+    try:
+        return run(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        return None, exc
 
 
 class Guard:

@@ -17,11 +17,15 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 
-from placement.batch.files import BatchError
-
 logger = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "dask")
+
+
+class ExecutorError(ValueError):
+    """An executor that cannot start (Dask missing or unreachable); the message says why."""
+
+
 DASK_HINT = 'the dask executor needs dask.distributed: pip install "placement[dask]"'
 
 
@@ -105,7 +109,7 @@ def _dask(address: str | None, workers: int) -> Iterator[tuple[Executor, int]]:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise BatchError(DASK_HINT) from None
+        raise ExecutorError(DASK_HINT) from None
     cluster = None
     try:
         if address is None:
@@ -117,7 +121,7 @@ def _dask(address: str | None, workers: int) -> Iterator[tuple[Executor, int]]:
     except OSError as exc:
         if cluster is not None:
             cluster.close()
-        raise BatchError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        raise ExecutorError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
         threads = sum(client.nthreads().values())
         logger.info("dask: %s, %d worker threads", client.scheduler.address, threads)

@@ -19,7 +19,6 @@ from typing import Any
 
 from placement.outputs import write_text
 from placement.model.schedule import Schedule
-from placement.offline.solve import SOLVERS
 from solvers.result import Status
 
 try:
@@ -29,12 +28,15 @@ except ImportError:  # not POSIX
 
 #: A solver's stage timings (Certificate.timings keys) -> the CSV column that holds them.
 STAGES = {"formulate": "time_formulate", "lp": "time_lp", "round": "time_round",
-          "decode_realise": "time_realise", "decode": "time_realise", "greedy": "time_greedy",
+          "slot rules": "time_slot_rules", "decode": "time_slot_rules", "greedy": "time_greedy",
           "solve": "time_exact"}
-TIME_COLUMNS = ("time_load", "time_formulate", "time_lp", "time_round", "time_realise", "time_greedy",
+TIME_COLUMNS = ("time_load", "time_formulate", "time_lp", "time_round", "time_slot_rules", "time_greedy",
                 "time_exact", "time_other", "time_solve", "time_validate", "time_total")
 COLUMNS = ("instance", "name", "solver", "status", "objective", "lower_bound", "gap", "unfinished",
            "valid", "seed", "trials", "time_limit", *TIME_COLUMNS, "schedule", "error")
+
+#: the header of earlier versions (the slot rules' time was ``time_realise``), read as this one
+_EARLIER_COLUMNS = tuple("time_realise" if c == "time_slot_rules" else c for c in COLUMNS)
 
 Row = dict[str, Any]
 
@@ -63,13 +65,13 @@ class Kept:
     missing: list[str] = field(default_factory=list)              # instances whose schedule file is gone
 
 
-def read_kept(out_csv: Path, retry_failed: bool, repair: bool = False) -> Kept:
+def read_kept(out_csv: Path, retry_failed: bool, solvers: tuple[str, ...], repair: bool = False) -> Kept:
     """The rows of an earlier run worth keeping: complete and well-formed ones (an
     interrupted write may leave a partial last line, which is dropped), the last per
     (instance, solver), failed ones only if ``retry_failed`` is off, solved ones only if
     their schedule file is still there. A row that is not a batch row (bytes that are not
-    UTF-8, a NUL, a wrong field count, an unknown solver or status, a number that is not
-    one) raises :class:`ResultsFileError` naming its line, unless ``repair``: then it is
+    UTF-8, a NUL, a wrong field count, a solver not in ``solvers``, an unknown status, a
+    number that is not one) raises :class:`ResultsFileError` naming its line, unless ``repair``: then it is
     dropped and reported in ``bad``. A file whose header is not the batch header is
     someone else's: :class:`BatchError` either way."""
     if not out_csv.exists():
@@ -85,7 +87,7 @@ def read_kept(out_csv: Path, retry_failed: bool, repair: bool = False) -> Kept:
     data = data.removeprefix(b"\xef\xbb\xbf")    # a BOM: the file went through a spreadsheet
     lines = _Lines(data.decode("utf-8", errors="surrogateescape"))
     header = _next_record(lines, csv.reader(lines))
-    if header is None or tuple(header[1]) != COLUMNS:
+    if header is None or tuple(header[1]) not in (COLUMNS, _EARLIER_COLUMNS):
         raise BatchError(f"{out_csv}: line 1: exists but is not a batch CSV (its header differs); "
                          "choose another --out")
     kept, rows = Kept(), {}
@@ -103,7 +105,7 @@ def read_kept(out_csv: Path, retry_failed: bool, repair: bool = False) -> Kept:
             continue
         if lines.done and not lines.text.endswith(("\n", "\r")) and len(fields) != len(COLUMNS):
             break                                # a write cut mid-way: solved again
-        reason = _row_problem(fields)
+        reason = _row_problem(fields, solvers)
         if reason:
             kept.bad.append((line, reason))
             continue
@@ -168,7 +170,7 @@ _STATUSES = {s.value for s in Status}
 _NUMBERS = ("objective", "lower_bound", "gap", "time_limit", *TIME_COLUMNS)
 
 
-def _row_problem(fields: list[str]) -> str:
+def _row_problem(fields: list[str], solvers: tuple[str, ...]) -> str:
     """Why ``fields`` is not a row a batch wrote ('' when it is one)."""
     if len(fields) != len(COLUMNS):
         return f"{len(fields)} fields, a batch row has {len(COLUMNS)}"
@@ -180,8 +182,8 @@ def _row_problem(fields: list[str]) -> str:
             return f"{column}: bytes that are not UTF-8 text"
     if not os.path.isabs(row["instance"]):
         return f"instance: not an absolute path: {_short(row['instance'])}"
-    if row["solver"] not in SOLVERS:
-        return f"solver: unknown {_short(row['solver'])} (one of {', '.join(SOLVERS)})"
+    if row["solver"] not in solvers:
+        return f"solver: unknown {_short(row['solver'])} (one of {', '.join(solvers)})"
     if row["status"] not in _STATUSES:
         return f"status: unknown {_short(row['status'])}"
     for column in _NUMBERS:

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from placement.batch.files import (COLUMNS, STAGES, TIME_COLUMNS, BatchError, CsvWriter, ResultsFileError,
                                    ResultsLock, Row, read_kept)
 from placement.model.evaluate import validate
-from placement.executors import EXECUTORS, executor as make_executor
+from placement.executors import EXECUTORS, ExecutorError, executor as make_executor
 from placement.model.strict_json import FileFormatError
 from placement.model.instance import Instance
 from placement.outputs import OutputError, check_outputs, json_text, write_text
@@ -142,7 +142,7 @@ def run_batch(paths: Sequence[str], *, solver: str, out_csv: str | os.PathLike, 
 def _run_locked(files: list[str], out_csv: Path, options: Options, executor: str, address: str | None,
                 workers: int, progress: bool, retry_failed: bool, repair_results: bool) -> BatchSummary:
     solver = options.solver
-    found = read_kept(out_csv, retry_failed, repair_results)
+    found = read_kept(out_csv, retry_failed, SOLVERS, repair_results)
     for line, reason in found.bad:
         logger.warning("%s: line %d dropped (%s)", out_csv, line, reason)
     kept = found.rows
@@ -162,6 +162,8 @@ def _run_locked(files: list[str], out_csv: Path, options: Options, executor: str
                 rows.append(row)
                 bar.update()
                 bar.set_postfix(failed=sum(1 for r in rows if r["error"]), refresh=False)
+    except ExecutorError as exc:
+        raise BatchError(str(exc)) from None
     finally:
         writer.close()
     writer.sort()

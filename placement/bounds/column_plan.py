@@ -12,17 +12,20 @@ chain's referee scores the result.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from placement import deadline
+from placement.bounds.column_bound import ColumnBound, column_bound
+from placement.chain import ForwardOnly, Trace
 from placement.slots.residual import Residual
-from placement.bounds.column_bound import ColumnBound
 from placement.model.instance import Instance
 from placement.model.intent import Intent, JobIntent
 from solvers.colgen import restricted_master
 from solvers.mip import solve_mip
 
-__all__ = ["column_plan"]
+__all__ = ["ColumnPlan", "column_plan"]
 
 #: seconds the 0/1 choice among the generated columns may take (it is a heuristic: its best so far is used)
 PLAN_SECONDS = 10.0
@@ -88,3 +91,27 @@ def _placed(instance: Instance, bound: ColumnBound, chosen: dict[int, tuple[int,
             slots[t][job.id] = JobIntent(topo.lca(list(tasks)), dict(tasks))
         before = now
     return slots
+
+
+class ColumnPlan(ForwardOnly):
+    """The chain step: instance -> the column LP's plan as candidates (placed on the machines, and
+    sizes only), and the column bound (computed here, or the one given) as the trace's bound.  The
+    plan is kept, so chains that differ only in their slot rules share it."""
+
+    def __init__(self, bound: ColumnBound | None = None, time_limit: float | None = 10.0):
+        self.bound, self.time_limit = bound, time_limit
+        self._plans: list[Intent] | None = None
+
+    def apply(self, instance: Instance, trace: Trace) -> tuple[list[Intent], None]:
+        clock = time.perf_counter()
+        if self.bound is None:
+            self.bound = column_bound(instance, time_limit=deadline.remaining(self.time_limit))
+        trace.time("column bound", clock)
+        if self.bound is None:
+            return [], None
+        trace.bound, trace.bound_source = self.bound.bound, self.bound.source
+        clock = time.perf_counter()
+        if self._plans is None:
+            self._plans = column_plan(instance, self.bound)
+        trace.time("column plan", clock)
+        return list(self._plans), None

@@ -35,7 +35,7 @@ _W, _S, _Y = 0, 1, 2
 
 class AggregateDecoder:
     """Rounded (domain, W, S) per job-slot back to an Intent: local domains exactly, spread
-    domains split over the domain's machines, most room first (the realiser repairs)."""
+    domains split over the domain's machines, most room first (the slot rules repair)."""
 
     def __init__(self, instance: Instance, domains: Domains, opt_job, opt_slot, opt_dom, index, split, n_core):
         self.instance, self.domains = instance, domains
@@ -192,7 +192,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
     W_, S_, Y_ = index[:, _W], index[:, _S], index[:, _Y]
     # W <= U y is implied by the choice group's own W <= upper_W y (upper_W <= U), and
     # S >= y is left out: a relaxation (the bound stays valid) with a third fewer rows;
-    # the realiser gives every running job its min_ps(W) PSs anyway.
+    # the slot rules give every running job its min_ps(W) PSs anyway.
     general.add(n_opt, [(ar, W_, 1.0), (ar, Y_, -L)], 0.0, np.inf)
     general.add(n_opt, [(ar, S_, 1.0), (ar, W_, -kappa)], -tol, np.inf)
     progress.progress_rows(general, W_, o_job, o_slot, o_speed)

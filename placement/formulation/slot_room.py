@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.slots.room import demand_vectors, room_rows
-from placement.model.instance import Instance, Job
+from placement.slots.room import room_rows
+from placement.model.instance import Instance, Job, demand_vectors
 
 __all__ = ["SlotRoom"]
 

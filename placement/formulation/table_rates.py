@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.formulation.restarts import JobSlots, Terms
+from placement.formulation.job_slots import JobSlots, Terms
 from placement.formulation.rows import Rows
 from placement.formulation.tasks import TaskVariables
 

@@ -1,6 +1,6 @@
 """The exact time-indexed ILP of MODEL.md: its optimum is the best weighted total JCT of any
-valid schedule, restart losses and speed tables included (the referee that rounding and
-the online policies are measured against).
+valid schedule, restart losses and speed tables included (the exact optimum that rounding
+and the online policies are measured against).
 
 Variables and rows, over the whole horizon:
 
@@ -50,7 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement.model.evaluate import evaluate
-from placement.formulation.restarts import JobSlots, RestartLosses, Terms
+from placement.formulation.job_slots import JobSlots, Terms
+from placement.formulation.restarts import RestartLosses
 from placement.formulation.rows import Rows
 from placement.formulation.table_rates import TableRates
 from placement.formulation.tasks import S, W, Y, TaskVariables

@@ -11,7 +11,7 @@ import os
 import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from placement.model.strict_json import Fields, InstanceError, fail, join, read_
 from placement.model.speed import SpeedTable
 from placement.model.topology import Link, Machine, Switch, Topology
 
-__all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology", "demand_matrix"]
+__all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology", "demand_matrix", "demand_vector",
+           "demand_vectors"]
 
 #: Absolute tolerance of every comparison in MODEL.md.
 TOL = 1e-9
@@ -161,6 +162,18 @@ class Job:
                 "worker_gbps": self.worker_gbps, "ps_gbps": self.ps_gbps,
                 "weight": self.weight, "restart_seconds": self.restart_seconds,
                 **({"speed": self.speed.to_dict()} if self.speed is not None else {})}
+
+
+def demand_vector(demand: Mapping[str, float], resources: Sequence[str]) -> np.ndarray:
+    """One worker's or PS's ``demand`` (a job's ``worker`` or ``ps``) as floats over ``resources``,
+    0 where absent. With :func:`demand_vectors` and :func:`demand_matrix`, the one home of a
+    job's demand as numbers."""
+    return np.array([demand.get(r, 0) for r in resources], dtype=float)
+
+
+def demand_vectors(job: Job, resources: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha, beta): one worker's and one PS's demand as float vectors over ``resources``."""
+    return demand_vector(job.worker, resources), demand_vector(job.ps, resources)
 
 
 def demand_matrix(jobs: Sequence[Job], resources: Sequence[str], role: str) -> np.ndarray:

@@ -18,20 +18,25 @@ Rules, slot by slot, over the jobs that have arrived and not completed:
 4. A job that completes this slot keeps only the workers it needs to complete it.
 
 These are exactly rules c and d of :mod:`placement.slots.rules` with an empty intent, so
-the baseline *is* the chain ``[SlotRules, EmptyIntent]``: it shares the same packing and
-the same referee check.
+the baseline *is* the chain :data:`GREEDY`, ``[SlotRules, EmptyIntent]``: it shares the
+same packing and the same referee check. It is built once here; ``placement solve --solver
+greedy``, the empty instance and the exact solver's start all run it.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from placement.chain import Chain, EmptyIntent, SlotRules
 from placement.model.instance import Instance
 from placement.model.schedule import Schedule
 
-__all__ = ["greedy"]
+__all__ = ["GREEDY", "greedy"]
+
+#: the greedy chain (its steps hold no state between runs, so one serves every call)
+GREEDY = Chain([SlotRules(), EmptyIntent()], back_label="greedy")
 
 
 def greedy(instance: Instance) -> Schedule:
-    """The greedy baseline schedule (rules in the module docstring), refereed."""
-    schedule = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance).schedule
-    schedule.extra["solver"] = "greedy"
-    return schedule
+    """The greedy baseline schedule (rules in the module docstring), checked by the referee."""
+    schedule = GREEDY.run(instance).schedule
+    return replace(schedule, extra={**schedule.extra, "solver": "greedy"})

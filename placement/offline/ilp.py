@@ -1,12 +1,13 @@
-"""The exact referee: the time-indexed ILP of MODEL.md (:mod:`placement.formulation.time_indexed`)
+"""The exact ILP: the time-indexed model of MODEL.md (:mod:`placement.formulation.time_indexed`)
 solved to optimality or a time limit, through the chain
-``[AsPlanned, Formulate("exact"), SolveExact]``, so its schedule passes the same referee
-check as every other. Given a valid schedule as a start, it never returns a worse one."""
+``[AsPlanned, Formulate(formulate_time_indexed), SolveExact]``, so its schedule passes the same
+referee check as every other. Given a valid schedule as a start, it never returns a worse one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from placement.chain import AsPlanned, Chain, Formulate, SolveExact
+from placement.formulation.time_indexed import formulate_time_indexed
 from placement.model.evaluate import Report, evaluate
 from placement.model.instance import Instance
 from placement.model.schedule import Schedule
@@ -49,8 +50,8 @@ def solve_ilp(instance: Instance, *, backend: str = "highs", time_limit: float =
         wrong, start_report = evaluate(instance, start)
         if wrong:
             raise ValueError(f"start: not a valid schedule: {wrong[0]}")
-    chain = Chain([AsPlanned(), Formulate("exact"), SolveExact(backend, time_limit, threads, start)],
-                  back_label="decode")
+    chain = Chain([AsPlanned(), Formulate(formulate_time_indexed, mip_start=start),
+                   SolveExact(backend, time_limit, threads)], back_label="decode")
     out = chain.run(instance)
     result, trace = out.trace.result, out.trace
     schedule, report, status = out.schedule, out.report, result.status

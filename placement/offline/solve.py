@@ -3,36 +3,43 @@
 Every method runs through :class:`placement.chain.Chain`:
 
 - ``rounding`` (default): LP relaxation of the MPC-IP -> randomized rounding trials (with
-  the engine's per-solve guarantee) -> decode -> slot rules (repair to MODEL.md validity
-  and re-use of freed capacity) -> referee -> the best trial by MODEL.md score;
-- ``greedy``: the baseline (shortest remaining work first, local first);
-- ``exact``: the referee (docs/bounds.md): the best start of rounding, greedy and the column plan,
-  proven optimal by the strongest bound, else the time-indexed ILP of all of MODEL.md from that start;
+  the engine's per-solve guarantee) -> decode -> slot rules (to MODEL.md validity, re-using
+  freed capacity) -> referee -> the best trial by MODEL.md score;
+- ``greedy``: the baseline (:data:`placement.offline.greedy.GREEDY`: shortest remaining work
+  first, local first);
+- ``exact``: the best start of rounding, greedy and the column plan, proven optimal by the
+  strongest bound (:mod:`placement.bounds.strongest`), else the time-indexed ILP of all of
+  MODEL.md from that start (:mod:`placement.offline.ilp`; docs/bounds.md);
 - ``lp-bound``: only the lower bound.
 
-Every schedule returned has passed the chain's referee (:func:`placement.model.evaluate.evaluate`),
-once.
+Every schedule returned has passed the referee (:func:`placement.model.evaluate.evaluate`),
+once, in the chain.
 """
 from __future__ import annotations
 
-import contextvars
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from placement import deadline
-from placement.chain import Chain, ChainStop, ColumnPlan, EmptyIntent, Formulate, Round, SlotRules, SolveLP
 from placement.bounds.column_bound import ColumnBound, column_bound
+from placement.bounds.column_plan import ColumnPlan
+from placement.bounds.strongest import COLUMN_BOUND_SECONDS, lp_bound, strongest
+from placement.chain import Chain, ChainStop, Formulate, Round, SlotRules, SolveLP
 from placement.deadline import TimeLimitReached
+from placement.formulation import FORMULATIONS
 from placement.model.evaluate import Report
-from placement.offline.ilp import solve_ilp
 from placement.model.instance import Instance
 from placement.model.schedule import Schedule
+from placement.offline.certificate import Certificate, Solution
+from placement.offline.greedy import GREEDY
+from placement.offline.ilp import solve_ilp
 from solvers.guarantee import Guarantee
 from solvers.result import Status
+
+__all__ = ["Certificate", "MODELS", "SOLVERS", "Solution", "SolveError", "solve"]
 
 SOLVERS = ("rounding", "greedy", "exact", "lp-bound")
 MODELS = ("auto", "per-machine", "aggregated", "configuration")
@@ -40,92 +47,45 @@ MODELS = ("auto", "per-machine", "aggregated", "configuration")
 AUTO_PER_MACHINE_LIMIT = 20_000
 #: a gap this small (float round-off of equal scores) proves the schedule optimal
 PROVEN_GAP = 1e-9
-#: the exact referee builds its ILP only up to this many (job, slot, machine) triples (memory)
+#: the exact solver builds its ILP only up to this many (job, slot, machine) triples (memory)
 EXACT_MAX_TRIPLES = 60_000
-#: seconds the exact referee's start (a rounding solve, with its bounds) may take of its time limit
+#: seconds the exact solver's start (a rounding solve, with its bounds) may take of its time limit
 EXACT_START_SECONDS = 20.0
-#: seconds the column bound (placement.bounds.column_bound) may take beside the LP's, within any time limit
-COLUMN_BOUND_SECONDS = 10.0
 
 
 class SolveError(ValueError):
     """Arguments or an instance the pipeline cannot solve; the message says why."""
 
 
-@dataclass(frozen=True)
-class Certificate:
-    """What a solve proves: the lower bound, the gap to it, the rounding guarantee."""
-
-    solver: str
-    status: Status                  # OPTIMAL, FEASIBLE, BOUND (lp-bound), or the solver's failure
-    lower_bound: float | None       # a valid lower bound on the optimal weighted JCT
-    bound_source: str | None        # "lp", "mip" or which column-LP argument gave it
-    gap: float | None               # (objective - lower_bound) / objective
-    guarantee: Guarantee | None     # rounding only
-    timings: dict[str, float]
-    seed: int | None = None
-    trials: int | None = None
-    valid_trials: int | None = None
-    model: str | None = None        # LP model used: per-machine or aggregated
-    exact: bool | None = None       # exact solver: is the ILP exact for this instance
-    message: str = ""
-
-    def summary(self, verbose: bool = False) -> str:
-        """The certificate as text; the rounding guarantee in three short lines, or in
-        full with ``verbose``."""
-        lines = [f"solver            {self.solver} ({self.status.value})"]
-        if self.lower_bound is not None:
-            model = f", {self.model} model" if self.model and self.bound_source == "lp" else ""
-            lines.append(f"lower bound       {self.lower_bound:.6g} s ({self.bound_source}{model})")
-        if self.gap is not None:
-            lines.append(f"gap to bound      {self.gap:.2%}")
-        if self.trials is not None:
-            lines.append(f"rounding          {self.valid_trials} of {self.trials + 1} candidates realised "
-                         f"({self.trials} random trials + the most likely), seed {self.seed}")
-        if self.guarantee is not None:
-            lines += ([f"guarantee         {self.guarantee.statement}"] if verbose
-                      else _short_guarantee(self.guarantee))
-        lines.append("timings           " + ", ".join(f"{k} {v:.3f}s" for k, v in self.timings.items()))
-        if self.message:
-            lines.append(f"note              {self.message}")
-        return "\n".join(lines)
-
-
-def _short_guarantee(g: Guarantee) -> list[str]:
-    """What was rounded, the probability bound, what it means (``--verbose``: the full statement)."""
-    objective = "" if g.objective_threshold is None else f", objective <= {g.objective_threshold:.6g}"
-    return [f"guarantee         rounded the LP optimum ({g.lp_objective:.6g}): {g.rows_pack} packing and "
-            f"{g.rows_cover} covering rows bounded, {g.rows_exact} choice rows kept exactly",
-            f"                  P[a trial has packing <= {1 + g.delta_pack:.4g} b, covering >= "
-            f"{1 - g.delta_cover:.4g} d{objective}] >= {g.p_success:.3g}; all {g.trials} trials miss <= "
-            f"{g.p_all_fail:.3g}",
-            "                  so some trial is near the LP before repair; repair then makes it valid "
-            "(--verbose: in full)"]
-
-
-@dataclass(frozen=True)
-class Solution:
-    """A validated schedule (None for ``lp-bound``), its MODEL.md report and the certificate."""
-
-    schedule: Schedule | None
-    report: Report | None
-    certificate: Certificate
-
-    @property
-    def objective(self) -> float | None:
-        return None if self.report is None else self.report.objective
-
-
 def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_limit: float | None = None,
           trials: int = 32, bound: bool = True, exact_backend: str = "highs", model: str = "auto") -> Solution:
-    """Solve ``instance`` with ``solver`` (one of SOLVERS). ``bound=False`` skips the LP
-    lower bound for greedy; ``time_limit`` (seconds) caps the whole call: building the
-    model, the LP, the rounding trials and their repair, the exact solver (which gets 60 s
-    without it). At the limit the best schedule checked so far is returned (a note says
-    so), or none with status ``TIME_LIMIT``; an enclosing :func:`placement.deadline.limit`
-    that ends earlier (the command line's) wins. ``model`` picks the LP
-    (docs/formulation.md): the per-machine model, the aggregated one (smaller, same kind of
-    lower bound), or by size ("auto")."""
+    """Place the jobs of ``instance`` and certify the result.
+
+    Parameters
+    ----------
+    instance : the cluster, horizon and jobs (:class:`placement.model.instance.Instance`).
+    solver : one of :data:`SOLVERS`: ``rounding`` (LP relaxation, randomized rounding, slot
+        rules), ``greedy``, ``exact`` (proven optimal when the time allows) or ``lp-bound``.
+    seed : the rounding trials' seed (same seed, same schedule).
+    time_limit : seconds for the whole call (model, LP, trials, slot rules, ILP); the exact
+        solver gets 60 s without one. An enclosing :func:`placement.deadline.limit` that ends
+        earlier (the command line's) wins.
+    trials : random rounding trials beside the most likely rounding.
+    bound : ``False`` skips the lower bound for ``greedy``.
+    exact_backend : the ILP solver for ``exact``: highs, scip or cbc.
+    model : the LP (docs/formulation.md): ``per-machine``, ``aggregated`` (smaller, the same
+        kind of lower bound), ``configuration``, or ``auto`` (by size).
+
+    Returns
+    -------
+    Solution : the schedule (None for ``lp-bound``, or when the time ran out before any was
+        checked: status ``TIME_LIMIT`` and a note), the referee's report and the
+        :class:`Certificate`. Every schedule returned has passed the validator.
+
+    Raises
+    ------
+    SolveError : an unknown solver or model, a negative seed, a non-positive time limit or trial count.
+    """
     _check_args(solver, seed, time_limit, trials)
     if model not in MODELS:
         raise SolveError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
@@ -135,15 +95,15 @@ def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_l
         except TimeLimitReached as stop:
             trace = getattr(stop, "trace", None)
             name = solver if solver != "exact" else f"exact:{exact_backend}"
-            return Solution(None, None, Certificate(name, Status.TIME_LIMIT, None, None, None, None,
-                                                    dict(trace.timings) if trace is not None else {},
+            return Solution(None, None, Certificate(name, Status.TIME_LIMIT,
+                                                    timings=dict(trace.timings) if trace is not None else {},
                                                     message=f"no schedule: {stop}"))
 
 
 def _solve(instance: Instance, solver: str, seed: int, time_limit: float | None, trials: int, bound: bool,
            exact_backend: str, model: str) -> Solution:
     if not instance.jobs:
-        empty = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
+        empty = GREEDY.run(instance)
         return _finish(instance, empty.schedule, empty.report, solver, Status.OPTIMAL, 0.0, "lp", None, {},
                        message="no jobs")
     if model == "auto":
@@ -167,58 +127,35 @@ def _check_args(solver: str, seed: Any, time_limit: Any, trials: Any) -> None:
         raise SolveError(f"trials must be a positive integer, got {trials!r}")
 
 
-def _lp_bound(instance: Instance, model: str) -> tuple[float | None, str | None, dict[str, float]]:
-    """The stronger of the LP and column bounds (None if neither came), its source and the timings."""
-    try:
-        _, trace = Chain([Formulate(model), SolveLP()]).apply(instance)
-    except ChainStop as stop:
-        return None, None, stop.trace.timings
-    timings = dict(trace.timings)
-    return (*_strongest(instance, trace.bound, "lp" if trace.bound is not None else None, timings), timings)
-
-
-def _strongest(instance: Instance, bound: float | None, source: str | None, timings: dict[str, float],
-               columns: ColumnBound | None = None) -> tuple[float | None, str | None]:
-    """``bound`` or the column bound (``columns``, else computed here), whichever is higher (both are
-    proven), with its source."""
-    if columns is None:
-        clock = time.perf_counter()
-        columns = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
-        timings["column bound"] = time.perf_counter() - clock
-    if columns is not None and (bound is None or columns.bound > bound):
-        return columns.bound, columns.source
-    return bound, source
-
-
 def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: int, model: str,
               bound_only: bool, columns: ColumnBound | None = None) -> Solution:
     name = "lp-bound" if bound_only else "rounding"
-    steps = [Formulate(model), SolveLP(time_limit)] + ([] if bound_only else [Round(trials, seed)])
+    steps = [Formulate(FORMULATIONS[model]), SolveLP(time_limit)] + ([] if bound_only else [Round(trials, seed)])
     chain = Chain(steps if bound_only else [SlotRules(), *steps])
     try:
         if bound_only:
-            _, trace = chain.apply(instance)
+            trace = chain.apply(instance).trace
         else:
             out = chain.run(instance)
             trace = out.trace
     except ChainStop as stop:
         lp = stop.trace.result
         status = Status.TIME_LIMIT if lp is not None and lp.status is Status.TIME_LIMIT else Status.ERROR
-        return Solution(None, None, Certificate(name, status, None, None, None, None, stop.trace.timings,
-                                                message=str(stop), model=model))
+        return Solution(None, None, Certificate(name, status, timings=stop.trace.timings, message=str(stop),
+                                                model=model))
     if trace.bound is None:
         lp = trace.result
-        return Solution(None, None, Certificate(name, Status.ERROR, None, None, None, None, trace.timings,
+        return Solution(None, None, Certificate(name, Status.ERROR, timings=trace.timings,
                                                 message=f"LP relaxation: {lp.status.value} ({lp.message})",
                                                 model=model))
     timings = dict(trace.timings)
     try:
-        bound, source = _strongest(instance, trace.bound, "lp", timings, columns)
+        bound, source = strongest(instance, trace.bound, "lp", timings, columns)
     except TimeLimitReached:  # the LP's bound stands; the schedule in hand is not lost to the column bound
         bound, source = trace.bound, "lp"
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", Status.BOUND, bound, source, None, None, timings,
-                                                model=model))
+        return Solution(None, None, Certificate("lp-bound", Status.BOUND, lower_bound=bound, bound_source=source,
+                                                timings=timings, model=model))
     schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
     note = f"time limit reached: the best of the first {out.checked} candidates" if out.timed_out else ""
     return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, bound, source, trace.guarantee,
@@ -227,12 +164,13 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
 
 def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
     # the schedule first, the (optional) bound after: a time limit then costs the bound, not the schedule
-    out = Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance)
+    out = GREEDY.run(instance)
     timings: dict[str, float] = {}
     bound, source, note = None, None, ""
     if with_bound:
         try:
-            bound, source, timings = _bound_in_time(instance, model)
+            bound, source, timings = deadline.in_time("computing the lower bound", lp_bound, instance,
+                                                               FORMULATIONS[model])
         except TimeLimitReached as stop:
             trace = getattr(stop, "trace", None)
             timings = dict(trace.timings) if trace is not None else {}
@@ -243,41 +181,8 @@ def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
                    model=model if bound is not None else None, message=note)
 
 
-def _bound_in_time(instance: Instance, model: str) -> tuple[float | None, str | None, dict[str, float]]:
-    """:func:`_lp_bound` under the deadline (see :func:`_in_time`)."""
-    return _in_time("computing the lower bound", _lp_bound, instance, model)
-
-
-def _in_time(what: str, function, *args, **kwargs):
-    """``function(*args, **kwargs)`` under the current deadline, in a thread given only the time left:
-    the schedule in hand is not lost to a model build or a solver call that cannot be interrupted (the
-    thread is abandoned; its own deadline checks end it at its next step)."""
-    clock = deadline.current()
-    if clock is None:
-        return function(*args, **kwargs)
-    result: list = []
-    context = contextvars.copy_context()
-    worker = threading.Thread(target=lambda: result.append(_capture(context.run, function, *args, **kwargs)),
-                              name=what, daemon=True)
-    worker.start()
-    worker.join(max(clock.remaining(), 0.0))
-    if not result:
-        raise TimeLimitReached(clock.seconds, what)
-    value, error = result[0]
-    if error is not None:
-        raise error
-    return value
-
-
-def _capture(run, *args, **kwargs):
-    try:
-        return run(*args, **kwargs), None
-    except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
-        return None, exc
-
-
 def _exact(instance: Instance, time_limit: float | None, backend: str, model: str) -> Solution:
-    """The referee: the best of rounding, greedy and the column plan as the start, the strongest bound
+    """The exact solver: the best of rounding, greedy and the column plan as the start, the strongest bound
     at hand (LP or column LP), and the exact ILP only when the start does not already meet that bound."""
     clock = time.perf_counter()
     columns = column_bound(instance, time_limit=deadline.remaining(COLUMN_BOUND_SECONDS))
@@ -285,12 +190,12 @@ def _exact(instance: Instance, time_limit: float | None, backend: str, model: st
     clock = time.perf_counter()
     rounding = _rounding(instance, 0, deadline.remaining(EXACT_START_SECONDS), 32, model, False, columns)
     plan = ColumnPlan(columns)
-    starts = [Chain([SlotRules(), EmptyIntent()], back_label="greedy").run(instance),
+    starts = [GREEDY.run(instance),
               *([Chain([SlotRules(follow_sizes=follow), plan]).run(instance) for follow in (False, True)]
                 if columns is not None else [])]
     found = [(s.schedule, s.report) for s in [rounding, *starts] if s.report is not None]
     schedule, report = min(found, key=lambda pair: pair[1].objective)
-    bound, source = _strongest(instance, rounding.certificate.lower_bound, rounding.certificate.bound_source,
+    bound, source = strongest(instance, rounding.certificate.lower_bound, rounding.certificate.bound_source,
                                timings, columns) if columns is not None else (
         rounding.certificate.lower_bound, rounding.certificate.bound_source)
     timings["start"] = time.perf_counter() - clock
@@ -301,14 +206,14 @@ def _exact(instance: Instance, time_limit: float | None, backend: str, model: st
     triples = sum(instance.horizon - j.arrival for j in instance.jobs) * len(instance.topology.machines)
     stopped = ""
     if triples > EXACT_MAX_TRIPLES:
-        stopped = (f"the ILP was not built: {triples:,} (job, slot, machine) triples, above the referee's "
+        stopped = (f"the ILP was not built: {triples:,} (job, slot, machine) triples, above the exact solver's "
                    f"{EXACT_MAX_TRIPLES:,} (its memory grows about 30 KB a triple)")
     else:
         try:
             left = deadline.remaining(60.0 if time_limit is None else None)
             # the ILP's own limit ends early enough for HiGHS to stop at a node and hand back: a solver
             # still running when the command returns would be torn down mid-call
-            out = _in_time("solving the ILP", _ilp, instance, backend, schedule, left - min(max(2.0, 0.1 * left),
+            out = deadline.in_time("solving the ILP", _ilp, instance, backend, schedule, left - min(max(2.0, 0.1 * left),
                                                                                           0.5 * left))
         except TimeLimitReached as stop:
             stopped = f"the ILP did not finish: {stop}"
@@ -342,5 +247,6 @@ def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str,
     schedule = replace(schedule, instance=instance.name,
                        extra={**schedule.extra, "objective": report.objective,
                               **({"lower_bound": bound} if bound is not None else {})})
-    cert = Certificate(solver, status, bound, bound_source, report.gap, guarantee, timings, **extra)
+    cert = Certificate(solver, status, lower_bound=bound, bound_source=bound_source, gap=report.gap,
+                       guarantee=guarantee, timings=timings, **extra)
     return Solution(schedule, report, cert)

@@ -1,5 +1,5 @@
 """The project's own online policy: re-solve the placement LP over a look-ahead window
-every slot, round it, and realise the first slot.
+every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
@@ -31,8 +31,8 @@ Per slot t, one straight path:
    speed (MODEL.md's unfinished charge) plus the queueing charge. This is how the offline
    chain picks among rounding trials, done per slot.
 
-The scheduler (:class:`placement.online.scheduler.OnlineScheduler`) is the referee of
-each decision. ``last_timings`` holds the seconds of each step of the last decision
+The scheduler (:class:`placement.online.scheduler.OnlineScheduler`) checks each decision
+against MODEL.md before it is applied. ``last_timings`` holds the seconds of each step of the last decision
 (``formulate`` and ``lp`` summed over partitions; ``candidates`` the time spent finding
 candidate domains and building the chains, partition by partition, each partition's
 chain started as soon as it is built; ``solve`` the wall time from the last partition's
@@ -62,14 +62,18 @@ import numpy as np
 
 from placement.chain import Chain, ChainStop, Formulate, Round, SolveLP, Trace
 from placement.executors import InProcess
+from placement.formulation.aggregated import formulate_aggregated
+from placement.formulation.configuration import BUCKETS, formulate_configuration
 from placement.model.instance import Instance, Job
-from placement.formulation.configuration import BUCKETS
 from placement.model.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
 from placement.slots.rules import decide_slot
+
+#: the window models the policy can use, by name (module docstring, step 3)
+WINDOW_MODELS = {"aggregated": formulate_aggregated, "configuration": formulate_configuration}
 
 logger = logging.getLogger(__name__)
 
@@ -88,27 +92,24 @@ class PartitionPlan:
 def solve_partition(chain: Chain, cluster: Instance, jobs: tuple[Job, ...], start: int, end: int) -> PartitionPlan:
     """One partition's whole job wherever it runs (a thread here, a Dask worker there):
     the window chain forward on ``cluster`` holding only the partition's jobs, then its
-    first candidate back to an intent, which needs the decoder the chain just built, so
-    both happen in the same place. A failed LP is returned, not raised, so the other
-    partitions still decide."""
+    first candidate back to an intent, which needs the decoder the chain just built (its
+    inverse data, which never leaves the worker), so both happen in the same place. A failed
+    LP is returned, not raised, so the other partitions still decide."""
     try:
-        candidates, trace = chain.apply(dataclasses.replace(cluster, jobs=jobs))
+        forward = chain.apply(dataclasses.replace(cluster, jobs=jobs))
     except ChainStop as stop:
         return PartitionPlan([], _seconds(stop.trace), None, str(stop))
-    intent = chain.invert(candidates[0], trace)
-    return PartitionPlan(intent.slots[start:end], _seconds(trace), trace.result.objective, None)
+    intent = chain.invert(forward.data[0], forward)
+    return PartitionPlan(intent.slots[start:end], _seconds(forward.trace), forward.trace.result.objective, None)
 
 
 def _seconds(trace: Trace) -> dict[str, float]:
     return {key: trace.timings.get(key, 0.0) for key in ("formulate", "lp")}
 
 
-#: the window models the policy can use (module docstring, step 3)
-WINDOW_MODELS = ("aggregated", "configuration")
-
 
 class LPRoundingPolicy:
-    """Window LP + rounding + realise, re-optimised every slot (module docstring)."""
+    """Window LP + rounding + slot rules, re-optimised every slot (module docstring)."""
 
     name = "lp-rounding"
 
@@ -182,7 +183,7 @@ class LPRoundingPolicy:
                     plans.setdefault(slot, {}).update(intents)
         clock = time.perf_counter()
         placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True, follow_sizes=self.follow_sizes)
-        timings["realise"] = time.perf_counter() - clock
+        timings["slot rules"] = time.perf_counter() - clock
         if plans and len(view.jobs) <= self.select_limit and end > t + 1:
             clock = time.perf_counter()
             alone = decide_slot(inst, view.tracker(), t, {}, fill=True)
@@ -201,7 +202,7 @@ class LPRoundingPolicy:
         if hasattr(self.executor, "submit_partition"):  # a PartitionPool
             pool = self.executor
             pool.share(cluster)
-            yield lambda chain, jobs, end: pool.submit_partition(chain, jobs, start, end)
+            yield lambda chain, jobs, end: pool.submit_partition(solve_partition, chain, jobs, start, end)
         elif _is_dask_client(self.executor):
             client = self.executor
             shared = client.scatter(cluster, hash=False)
@@ -255,7 +256,7 @@ class LPRoundingPolicy:
                              queue_extra(load, np.array([job.weight for job in members], dtype=float))))
         options = ({"counts": "powers", "buckets": self.buckets, "decode_until": read}
                    if self.model == "configuration" else {})
-        window = Formulate(self.model, start=view.t, end=end, remaining=remaining,
+        window = Formulate(WINDOW_MODELS[self.model], start=view.t, end=end, remaining=remaining,
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit, presolve=False), Round()])

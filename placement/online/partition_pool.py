@@ -38,8 +38,8 @@ _CLUSTER: tuple[str, object] | None = None
 
 
 class PartitionPool:
-    """``workers`` processes (default: one per core) solving
-    partitions with :func:`placement.online.lp_policy.solve_partition` (module docstring).
+    """``workers`` processes (default: one per core) solving partitions with the function
+    each submit names (:func:`placement.online.lp_policy.solve_partition`, module docstring).
     They start here, before the first decision, and end with :meth:`close`."""
 
     def __init__(self, workers: int | None = None):
@@ -68,13 +68,15 @@ class PartitionPool:
                 self._path(self._digest).unlink(missing_ok=True)
             self._digest = digest
 
-    def submit_partition(self, chain, jobs, start: int, end: int) -> "_Pending":
+    def submit_partition(self, solve_partition, chain, jobs, start: int, end: int) -> "_Pending":
         """``solve_partition(chain, cluster, jobs, start, end)`` on a worker, with the
-        cluster last :meth:`share`-d; ``result()`` of what it returns waits for it."""
+        cluster last :meth:`share`-d; ``result()`` of what it returns waits for it.
+        ``solve_partition`` travels by name (a module-level function), so the pool itself
+        knows nothing of the policy it serves."""
         if self._digest is None:
             raise RuntimeError("share a cluster before submitting partitions")
-        return _Pending(self._pool.submit(_solve, self._digest, str(self._path(self._digest)), chain, jobs,
-                                          start, end))
+        return _Pending(self._pool.submit(_solve, self._digest, str(self._path(self._digest)), solve_partition,
+                                          chain, jobs, start, end))
 
     def _path(self, digest: str) -> Path:
         return self._dir / f"cluster-{digest}.pickle"
@@ -110,18 +112,15 @@ def _close(pool: ProcessPoolExecutor, folder: Path) -> None:
 
 
 def _ready() -> None:
-    """In a worker: import what a partition needs, and stay busy a moment so that every
-    worker of the pool gets one of these tasks."""
-    import placement.online.lp_policy  # noqa: F401
-
+    """In a worker: stay busy a moment so that every worker of the pool gets one of these
+    tasks (unpickling it imported ``placement``, whose public names bring in the policies)."""
     time.sleep(0.05)
 
 
-def _solve(digest: str, path: str, chain, jobs, start: int, end: int):
-    """In a worker: the partition's :func:`solve_partition` on the shared cluster, read
-    from ``path`` only when its hash is new to this worker."""
+def _solve(digest: str, path: str, solve_partition, chain, jobs, start: int, end: int):
+    """In a worker: ``solve_partition`` on the shared cluster, read from ``path`` only when
+    its hash is new to this worker."""
     global _CLUSTER
-    from placement.online.lp_policy import solve_partition
 
     if _CLUSTER is None or _CLUSTER[0] != digest:
         with open(path, "rb") as f:

@@ -196,9 +196,19 @@ class OnlineScheduler(Checkpointing):
         self._jobs[job.id] = JobRecord(job)
 
     def revise(self, job: Job) -> None:
-        """The cluster re-measured an open job (its speed, size or shape changed): the
-        job keeps its id, arrival, progress and history, and policies see ``job`` from
-        the next step on. A job that no longer fits anywhere waits, as after a failure."""
+        """The cluster re-measured an open job (its speed, size or shape changed).
+
+        Parameters
+        ----------
+        job : the new description, with the id and arrival slot of an open job. It keeps
+            its progress and history; policies see it from the next step on. A job that no
+            longer fits anywhere waits, as after a machine failure.
+
+        Raises
+        ------
+        ValueError : ``job`` is not a :class:`Job`, no open job has its id, or its arrival
+            slot differs from the one submitted.
+        """
         if not isinstance(job, Job):
             raise ValueError(f"revise needs a placement Job, got {type(job).__name__}")
         entry = self._open(job.id)
@@ -215,7 +225,17 @@ class OnlineScheduler(Checkpointing):
             self._unrunnable.discard(job.id)
 
     def report(self, job_id: str, batches_done: float) -> None:
-        """The cumulative mini-batches the cluster measured for ``job_id`` (the truth)."""
+        """What the cluster measured of a job's progress (the truth, never a forecast).
+
+        Parameters
+        ----------
+        job_id : an open job's id.
+        batches_done : the cumulative mini-batches it has completed, a finite number >= 0.
+
+        Raises
+        ------
+        ValueError : no open job has this id, or ``batches_done`` is not a finite number >= 0.
+        """
         entry = self._open(job_id)
         if (isinstance(batches_done, bool) or not isinstance(batches_done, (int, float, np.number))
                 or not math.isfinite(batches_done) or batches_done < 0):
@@ -239,8 +259,23 @@ class OnlineScheduler(Checkpointing):
 
     # ----- one slot --------------------------------------------------------------------------
     def step(self, t: int) -> dict[str, TaskDict]:
-        """Allocations for slot ``t`` (job -> machine -> (workers, ps)); every returned
-        allocation keeps MODEL.md. ``t`` must be the previous step's plus one."""
+        """Decide slot ``t``: the policy proposes, the scheduler keeps what is valid.
+
+        Parameters
+        ----------
+        t : the slot to decide, the previous step's plus one (any slot >= 0 at the first step).
+
+        Returns
+        -------
+        dict : job id -> machine id -> (workers, ps) for every job that runs in slot ``t``.
+            Every allocation returned keeps MODEL.md (capacity, shape, links) together with
+            the others; a decision that would not is dropped and listed in ``dropped`` with
+            its reason.
+
+        Raises
+        ------
+        ValueError : ``t`` is not an integer >= 0 or not the previous step's plus one.
+        """
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
             raise ValueError(f"step needs a slot number >= 0, got {t!r}")
         t = int(t)
@@ -258,7 +293,7 @@ class OnlineScheduler(Checkpointing):
             decisions = self._committed(view)
         else:
             decisions = self.policy.decide(view)
-        placed = self._enforce(view, decisions)
+        placed = self._check_decisions(view, decisions)
         for job_id, e in self._jobs.items():
             if e.job.arrival > t:
                 continue
@@ -287,8 +322,8 @@ class OnlineScheduler(Checkpointing):
         self.drops_total += 1
         logger.warning("slot %d: decision for job %s dropped: %s", t, job_id, reason)
 
-    def _enforce(self, view: View, decisions: Any) -> dict[str, TaskDict]:
-        """The decisions that keep MODEL.md, packed in the policy's order."""
+    def _check_decisions(self, view: View, decisions: Any) -> dict[str, TaskDict]:
+        """The decisions that keep MODEL.md, packed in the policy's order (the rest dropped, each with its reason)."""
         if not isinstance(decisions, Mapping):
             self._drop(view.t, "*", f"the policy returned {type(decisions).__name__}, not a dict")
             return {}

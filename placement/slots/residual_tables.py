@@ -11,8 +11,7 @@ import weakref
 
 import numpy as np
 
-from placement.model.instance import Instance, Job, cluster_cache
-from placement.slots.room import demand_vectors
+from placement.model.instance import Instance, Job, cluster_cache, demand_vectors
 
 __all__ = ["DEMANDS_KEPT", "STATIC_KEPT", "demand_entry", "tree_tables"]
 

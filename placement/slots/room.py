@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.model.instance import TOL_FIT, Job, demand_matrix
+from placement.model.instance import TOL_FIT
 
-__all__ = ["demand_vectors", "most_rows", "room_each", "room_rows"]
-
-
-def demand_vectors(job: Job, resources: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(alpha, beta): one worker's and one PS's demand as float vectors over ``resources``."""
-    return demand_matrix((job,), resources, "worker")[0], demand_matrix((job,), resources, "ps")[0]
+__all__ = ["most_rows", "room_each", "room_rows"]
 
 
 _MANY = 10**9  # room of a job whose worker needs none of a machine's resources

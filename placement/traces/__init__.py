@@ -18,8 +18,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from placement.model.clusters import RESOURCES
-from placement.traces.first_fit import demand_vector, first_fit
-from placement.model.instance import TOL, Instance, Job
+from placement.traces.first_fit import first_fit
+from placement.model.instance import TOL, Instance, Job, demand_vector, demand_vectors
 from placement.model.speed import SpeedTable
 from placement.model.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
@@ -77,7 +77,7 @@ def _cap_workers(jobs: list[Job], topology: Topology) -> list[Job]:
     cap = _capacities(topology)
     out, capped = [], 0
     for j in jobs:
-        a, b = demand_vector(j.worker, RESOURCES), demand_vector(j.ps, RESOURCES)
+        a, b = demand_vectors(j, RESOURCES)
         most = np.zeros(len(cap), dtype=int)
         for w in range(1, j.max_workers + 1):
             fits = np.all(w * a + j.min_ps(w) * b <= cap + TOL, axis=1)

@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.model.instance import COMPLETE, TOL, Instance, Job
+from placement.model.instance import COMPLETE, TOL, Instance, Job, demand_vectors
 from placement.model.schedule import Allocation, Schedule
 from placement.model.topology import Topology
 
-__all__ = ["demand_vector", "first_fit", "first_fit_schedule"]
-
-
-def demand_vector(demand: dict[str, float], resources: tuple[str, ...]) -> np.ndarray:
-    """A job's per-worker or per-PS ``demand`` as a vector over ``resources`` (0 if absent)."""
-    return np.array([demand.get(r, 0) for r in resources], dtype=float)
+__all__ = ["first_fit", "first_fit_schedule"]
 
 
 def first_fit_schedule(instance: Instance) -> Schedule:
@@ -55,7 +50,7 @@ def first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, .
     while (waiting or placed) and (limit is None or t < limit):
         for k in [k for k in waiting if jobs[k].arrival <= t]:
             job = jobs[k]
-            a, b = demand_vector(job.worker, resources), demand_vector(job.ps, resources)
+            a, b = demand_vectors(job, resources)
             if not np.all(free >= job.min_workers * a + job.min_ps(job.min_workers) * b - TOL,
                           axis=1).any():
                 continue  # not even min_workers fit anywhere now: wait

@@ -81,8 +81,8 @@ import numpy as np
 from placement.model import clusters
 from placement.model import limits
 from placement.model.cluster_spec import parse_cluster, tidy
-from placement.traces.first_fit import demand_vector, first_fit
-from placement.model.instance import MB_TO_GB, TOL, Instance, Job
+from placement.traces.first_fit import first_fit
+from placement.model.instance import MB_TO_GB, TOL, Instance, Job, demand_vector
 from placement.model.strict_json import InstanceError, string
 
 __all__ = ["Profile", "default_name", "generate", "load_profiles"]

@@ -1,5 +1,6 @@
-"""The shape of the code: the one-way rules between packages, no import circles, small
-modules, and the README's Layout map matching the tree (docs name every module)."""
+"""The shape of the code: the one-way rules between packages (floors, no arrow back up, no
+import circles, few floors), small modules, a short top level, and the maps matching the
+tree: the README names every package, docs/architecture.md every module."""
 from __future__ import annotations
 
 import ast
@@ -89,10 +90,87 @@ def test_modules_are_small(name):
     assert lines <= MAX_LINES, f"{name}: {lines} lines"
 
 
-def test_readme_layout_maps_every_module():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = text[text.index("## Layout"):]
-    layout = layout[: layout.index("\n## ", 1)]
-    listed = set(re.findall(r"^\s*- `([\w./]+\.py)`", layout, flags=re.M))
+#: the floors of docs/architecture.md, bottom up: a module may import its own floor and those below
+FLOORS = [
+    ("solvers",),
+    ("placement.deadline", "placement.outputs", "placement.executors"),
+    ("placement.model", "placement.plot"),
+    ("placement.slots",),
+    ("placement.formulation",),
+    ("placement.chain",),
+    ("placement.online", "placement.bounds"),
+    ("placement.offline", "placement.simulate", "placement.integrations"),
+    ("placement.traces", "placement.batch"),
+    ("placement.cli", "placement.cli_simulate", "placement.__main__", "placement"),
+]
+#: the longest chain of imports, in modules (``__main__`` included): 12 floors
+MOST_FLOORS = 12
+#: modules beside the packages at placement/'s top level
+MAX_TOP_LEVEL = 10
+#: the README's length in lines
+MAX_README_LINES = 220
+
+
+def floor(name: str) -> int:
+    best = None
+    for level, prefixes in enumerate(FLOORS):
+        for prefix in prefixes:
+            if name == prefix or name.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (level, len(prefix))
+    assert best is not None, f"{name} is on no floor: add it to FLOORS and docs/architecture.md"
+    return best[0]
+
+
+def test_every_module_is_on_a_floor_and_no_arrow_runs_back_up():
+    g = graph()
+    up = sorted(f"{m} -> {d}" for m, deps in g.items() for d in deps
+                if not m.startswith(d + ".") and floor(d) > floor(m))
+    assert up == []
+
+
+def test_the_import_graph_has_few_floors():
+    g = graph()
+    edges = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in g.items()}
+    height: dict[str, int] = {}
+
+    def tall(m: str) -> int:
+        if m not in height:
+            height[m] = 1 + max((tall(d) for d in edges[m]), default=0)
+        return height[m]
+
+    longest = max(g, key=tall)
+    assert tall(longest) - 1 <= MOST_FLOORS, f"{longest}: {tall(longest)} modules tall"
+
+
+def test_the_top_level_is_short():
+    top = sorted(p.name for p in (ROOT / "placement").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+def test_architecture_maps_every_module():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^- `([\w./]+\.py)` — ", text[text.index("## Every module"):], flags=re.M))
     actual = {str(p.relative_to(ROOT)) for p in modules().values()}
     assert sorted(actual - listed) == [] and sorted(listed - actual) == []
+
+
+def test_readme_is_short_and_names_every_package():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_README_LINES
+    section = text[text.index("## Packages"):]
+    section = section[: section.index("\n## ", 1)]
+    listed = set(re.findall(r"^- `([\w/]+/)` — ", section, flags=re.M))
+    actual = {str(p.parent.relative_to(ROOT)) + "/" for p in (ROOT / "placement").rglob("__init__.py")
+              if p.parent != ROOT / "placement"} | {"solvers/"}
+    assert sorted(actual - listed) == [] and sorted(listed - actual) == []
+
+
+def test_the_public_face():
+    import placement
+    import placement.online
+
+    for name in ("Instance", "Schedule", "solve", "validate", "score", "OnlineScheduler", "make_policy"):
+        assert getattr(placement, name) is not None, name
+    assert placement.OnlineScheduler is placement.online.OnlineScheduler
+    assert placement.make_policy is placement.online.make_policy

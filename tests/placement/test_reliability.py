@@ -53,9 +53,9 @@ class _SlowSecond(EmptyIntent):
         self.back = 0
 
     def apply(self, instance, trace):
-        return [Intent(instance.horizon) for _ in range(3)]
+        return [Intent(instance.horizon) for _ in range(3)], None
 
-    def invert(self, intent, trace):
+    def invert(self, intent, inverse, trace):
         self.back += 1
         if self.back == 2:
             time.sleep(0.3)
@@ -71,7 +71,7 @@ def test_the_best_schedule_so_far_is_kept_at_the_limit():
 def test_greedy_keeps_its_schedule_when_the_bound_does_not_fit(monkeypatch):
     import placement.offline.solve
 
-    monkeypatch.setattr(placement.offline.solve, "_lp_bound", lambda instance, model: time.sleep(1) or (1.0, {}))
+    monkeypatch.setattr(placement.offline.solve, "lp_bound", lambda instance, formulate: time.sleep(1) or (1.0, {}))
     out = solve(Instance.load(RACKS), solver="greedy", time_limit=0.3)
     assert out.schedule is not None and out.certificate.lower_bound is None
     assert out.certificate.message.startswith("no lower bound: time limit of 0.3 s reached")
@@ -224,12 +224,12 @@ def test_simulate_outputs_are_refused_before_any_work(capsys, tmp_path, case):
 
 
 def test_simulate_writes_out_only_with_its_plots(capsys, tmp_path, monkeypatch):
-    import placement.simulate
+    import placement.simulate.plots
 
     def broken(*args, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(placement.simulate, "plot_simulation", broken)
+    monkeypatch.setattr(placement.simulate.plots, "plot_simulation", broken)
     code, _, err = run(capsys, "simulate", "--trace", TRACE, "--cluster", "racks:2x2", "--policy", "greedy",
                        "--horizon", "6", "--out", tmp_path / "o.json", "--plot", tmp_path / "plots")
     assert code == 2 and err == "placement: error: No space left on device\n"

@@ -8,7 +8,8 @@ from functools import cache
 import numpy as np
 import pytest
 
-from placement.chain import Chain, ColumnPlan, SlotRules
+from placement.bounds.column_plan import ColumnPlan
+from placement.chain import Chain, SlotRules
 from placement.bounds.column_bound import column_bound, score_lattice
 from placement.model.clusters import RESOURCES, star
 from placement.formulation.job_schedules import JobSchedules

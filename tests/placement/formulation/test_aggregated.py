@@ -1,4 +1,4 @@
-"""The aggregated model: a relaxation of the per-machine one, decoded and realised validly."""
+"""The aggregated model: a relaxation of the per-machine one, decoded and made valid by the slot rules."""
 import pytest
 
 from placement.formulation.aggregated import formulate_aggregated
@@ -31,7 +31,7 @@ def test_examples_match_hand_checked_bounds():
         assert solve_lp(problem).objective == pytest.approx(value, rel=1e-6)
 
 
-def test_decoded_lp_realises_to_a_valid_schedule():
+def test_decoded_lp_becomes_a_valid_schedule():
     inst = generate(jobs=8, cluster="racks:2x4", seed=5)
     problem, decoder = formulate_aggregated(inst)
     x = solve_lp(problem).x
