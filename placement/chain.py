@@ -319,7 +319,8 @@ class Chain:
                     best = (schedule, report)
             trace.time(self.back_label, clock)
         schedule, report = best if best is not None else (None, None)
-        return ChainResult(schedule, report, trace, len(candidates), checked, timed_out)
+        return ChainResult(schedule=schedule, report=report, trace=trace, candidates=len(candidates), checked=checked,
+                           timed_out=timed_out)
 
 
 #: what the command is doing when the deadline meets it before a step (for its message)

@@ -95,9 +95,9 @@ def solve(instance: Instance, *, solver: str = "rounding", seed: int = 0, time_l
         except TimeLimitReached as stop:
             trace = getattr(stop, "trace", None)
             name = solver if solver != "exact" else f"exact:{exact_backend}"
-            return Solution(None, None, Certificate(name, Status.TIME_LIMIT,
-                                                    timings=dict(trace.timings) if trace is not None else {},
-                                                    message=f"no schedule: {stop}"))
+            return _no_schedule(Certificate(name, Status.TIME_LIMIT,
+                                            timings=dict(trace.timings) if trace is not None else {},
+                                            message=f"no schedule: {stop}"))
 
 
 def _solve(instance: Instance, solver: str, seed: int, time_limit: float | None, trials: int, bound: bool,
@@ -141,21 +141,19 @@ def _rounding(instance: Instance, seed: int, time_limit: float | None, trials: i
     except ChainStop as stop:
         lp = stop.trace.result
         status = Status.TIME_LIMIT if lp is not None and lp.status is Status.TIME_LIMIT else Status.ERROR
-        return Solution(None, None, Certificate(name, status, timings=stop.trace.timings, message=str(stop),
-                                                model=model))
+        return _no_schedule(Certificate(name, status, timings=stop.trace.timings, message=str(stop), model=model))
     if trace.bound is None:
         lp = trace.result
-        return Solution(None, None, Certificate(name, Status.ERROR, timings=trace.timings,
-                                                message=f"LP relaxation: {lp.status.value} ({lp.message})",
-                                                model=model))
+        return _no_schedule(Certificate(name, Status.ERROR, timings=trace.timings,
+                                        message=f"LP relaxation: {lp.status.value} ({lp.message})", model=model))
     timings = dict(trace.timings)
     try:
         bound, source = strongest(instance, trace.bound, "lp", timings, columns)
     except TimeLimitReached:  # the LP's bound stands; the schedule in hand is not lost to the column bound
         bound, source = trace.bound, "lp"
     if bound_only:
-        return Solution(None, None, Certificate("lp-bound", Status.BOUND, lower_bound=bound, bound_source=source,
-                                                timings=timings, model=model))
+        return _no_schedule(Certificate("lp-bound", Status.BOUND, lower_bound=bound, bound_source=source,
+                                        timings=timings, model=model))
     schedule = replace(out.schedule, extra={"solver": "rounding", "seed": seed})
     note = f"time limit reached: the best of the first {out.checked} candidates" if out.timed_out else ""
     return _finish(instance, schedule, out.report, "rounding", Status.FEASIBLE, bound, source, trace.guarantee,
@@ -249,4 +247,9 @@ def _finish(instance: Instance, schedule: Schedule, report: Report, solver: str,
                               **({"lower_bound": bound} if bound is not None else {})})
     cert = Certificate(solver, status, lower_bound=bound, bound_source=bound_source, gap=report.gap,
                        guarantee=guarantee, timings=timings, **extra)
-    return Solution(schedule, report, cert)
+    return Solution(schedule=schedule, report=report, certificate=cert)
+
+
+def _no_schedule(certificate: Certificate) -> Solution:
+    """A solve that ends without a schedule (lp-bound, a failed LP, the time limit): only its certificate."""
+    return Solution(schedule=None, report=None, certificate=certificate)

@@ -98,9 +98,10 @@ def solve_partition(chain: Chain, cluster: Instance, jobs: tuple[Job, ...], star
     try:
         forward = chain.apply(dataclasses.replace(cluster, jobs=jobs))
     except ChainStop as stop:
-        return PartitionPlan([], _seconds(stop.trace), None, str(stop))
+        return PartitionPlan(slots=[], timings=_seconds(stop.trace), objective=None, stop=str(stop))
     intent = chain.invert(forward.data[0], forward)
-    return PartitionPlan(intent.slots[start:end], _seconds(forward.trace), forward.trace.result.objective, None)
+    return PartitionPlan(slots=intent.slots[start:end], timings=_seconds(forward.trace),
+                         objective=forward.trace.result.objective, stop=None)
 
 
 def _seconds(trace: Trace) -> dict[str, float]:
