@@ -15,7 +15,7 @@ The chains in use:
 
 - rounding (``placement solve``): ``[SlotRules, Formulate, SolveLP, Round]``;
 - lower bound only: ``[Formulate, SolveLP]``, applied forward only;
-- greedy: ``[SlotRules, EmptyIntent]`` (:data:`placement.offline.greedy.GREEDY`, (the slot rules alone);
+- greedy: ``[SlotRules, EmptyIntent]``, the slot rules alone (:data:`placement.offline.greedy.GREEDY`);
 - the exact ILP (:mod:`placement.offline.ilp`): ``[AsPlanned, Formulate(time-indexed), SolveExact]``;
 - the column plan (:mod:`placement.bounds.column_plan`): ``[SlotRules, ColumnPlan]``;
 - online LP policy, per partition and slot: ``[Formulate(configuration or aggregated, window...),
@@ -117,6 +117,8 @@ class Formulate:
 
     def __init__(self, formulate: Callable[..., tuple[Problem, Any]], *, mip_start: Schedule | None = None,
                  **options: Any):
+        if not callable(formulate):
+            raise ValueError(f"Formulate needs a formulate function of placement.formulation, got {formulate!r}")
         self.formulate, self.mip_start, self.options = formulate, mip_start, options
 
     def apply(self, instance: Instance, trace: Trace) -> tuple[Posed, Any]:

@@ -37,7 +37,7 @@ class IlpOutcome:
 
 
 def solve_ilp(instance: Instance, *, backend: str = "highs", time_limit: float = 60.0,
-                      threads: int = 1, start: Schedule | None = None) -> IlpOutcome:
+              threads: int = 1, start: Schedule | None = None) -> IlpOutcome:
     """Formulate, solve to optimality (or the time limit) and decode to a valid schedule.
 
     ``backend``: highs, scip or cbc (the progress coefficients are not integral, so

@@ -168,7 +168,7 @@ def _greedy(instance: Instance, with_bound: bool, model: str) -> Solution:
     if with_bound:
         try:
             bound, source, timings = deadline.in_time("computing the lower bound", lp_bound, instance,
-                                                               FORMULATIONS[model])
+                                                      FORMULATIONS[model])
         except TimeLimitReached as stop:
             trace = getattr(stop, "trace", None)
             timings = dict(trace.timings) if trace is not None else {}
