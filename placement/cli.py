@@ -222,6 +222,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                     result = simulate(source, topology=topology, policy=policy, lookahead=args.lookahead,
                                       mode=args.mode, slot_seconds=slot_seconds, horizon=args.horizon,
                                       progress_noise=args.noise, seed=args.seed, events=events,
+                                      information=args.information, estimate_error=args.estimate_error,
                                       progress_bar=args.progress or sys.stderr.isatty())
                 except ValueError as exc:
                     raise BadInput(f"{policy.name}: {exc}") from None

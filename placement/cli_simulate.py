@@ -49,6 +49,12 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
     p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")
     p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
+    p.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+                   help="what the scheduler is told of job lengths: the truth (oracle, the default), a "
+                        "user's estimate, or nothing but the sizes of finished jobs (docs/model.md)")
+    p.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
+                   help="--information estimate: users' estimates are the truth times exp(SIGMA N(0,1)), "
+                        "seeded by --seed (default 0: exact estimates)")
     p.add_argument("--event", action="append", default=[], help="T:remove:M, T:repair:M or T:restart")
     p.add_argument("--out", metavar="JSON", help="write every policy's metrics here")
     p.add_argument("--bound", action="store_true",

@@ -35,6 +35,10 @@ __all__ = ["ARENA_OPTIONS", "PEER_PACKAGES", "PEER_POLICIES", "load_simulator", 
 
 #: the peer's own policies, by the name the benchmark gives them, and their mode.
 PEER_POLICIES = {"peer:tiresias": "fixed", "peer:optimus": "tuned", "peer:pollux": "adaptive"}
+#: what each peer knows of a job's length (its paper): Tiresias and Pollux only what a job
+#: has attained; Optimus+Oracle its true remaining work. Our policies run at the peer's
+#: information in the arena's default plan.
+PEER_INFORMATION = {"peer:tiresias": "none", "peer:optimus": "oracle", "peer:pollux": "none"}
 #: constructor options our policies take in the arena: the constants of the peer's own
 #: implementation of the same policy, so that only the code differs (the Pollux artifact's
 #: tiresias.py: ``_queue_threshold = 3600 * 16`` GPU-seconds, ``_solve_starvation = 0``).
@@ -131,17 +135,22 @@ def _check_rows(frame: Any, path: Path, apps: Mapping[str, Any], gpus: int) -> N
 def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, policy: str, *,
         nodes: int = 16, gpus: int = 4, interval: int = 60, lookahead: int = 8,
         max_hours: float = 24 * 30, progress: bool = False,
-        speed_source: str | None = None) -> dict[str, Any]:
+        speed_source: str | None = None, information: str = "oracle", estimate_error: float = 0.0,
+        seed: int = 0) -> dict[str, Any]:
     """Play ``workload`` in the simulator with ``policy`` (ours by registry name, or
     ``peer:tiresias|optimus|pollux``) in ``mode``; the run's JCTs and decision times.
     ``speed_source``: where our policies' speed tables come from (the adapter's
-    ``SOURCES``; None: the mode's ``DEFAULT_SOURCE``)."""
+    ``SOURCES``; None: the mode's ``DEFAULT_SOURCE``). ``information``: what our policies
+    are told of job lengths (``oracle``, ``estimate`` with users' estimates the truth times
+    exp(``estimate_error`` N(0,1)) seeded by ``seed``, or ``none``); a peer reads what it reads."""
     if mode not in MODES:
         raise PeerError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if policy in PEER_POLICIES and PEER_POLICIES[policy] != mode:
         raise PeerError(f"{policy} runs only in mode {PEER_POLICIES[policy]} (its own jobs' behaviour)")
     if policy in PEER_POLICIES and speed_source is not None:
         raise PeerError(f"--speed-source is for our policies; {policy} reads what it reads")
+    if policy in PEER_POLICIES and information != "oracle":
+        raise PeerError(f"--information is for our policies; {policy} knows what its paper says it knows")
     if speed_source is not None and speed_source not in SOURCES:
         raise PeerError(f"unknown speed source {speed_source!r}; choose from {', '.join(SOURCES)}")
     warnings.filterwarnings("ignore", category=FutureWarning)  # the peer's pandas idioms
@@ -175,7 +184,8 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
         speed_source = speed_source or DEFAULT_SOURCE[mode]
         agent = make_adapter(sim, ours, mode, slot_seconds=interval, lookahead=lookahead, clock=clock,
                              sim_jobs=lambda: {j.name: j for j in holder["cluster"].jobs},
-                             source=speed_source)
+                             source=speed_source, information=information, estimate_error=estimate_error,
+                             seed=seed)
         times = agent.decision_seconds
     cluster = sim.simulator.Cluster(frame, agent, nodes, num_gpus=gpus)
     holder["cluster"] = cluster
@@ -199,7 +209,8 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, mode: str, po
             if j.completion_time is not None}
     unfinished = [j.name for j in cluster.jobs if j.completion_time is None]
     return {"workload": Path(workload).stem, "mode": mode, "policy": policy,
-            "speed_source": speed_source,
+            "speed_source": speed_source, "information": information if policy not in PEER_POLICIES
+            else PEER_INFORMATION[policy], "estimate_error": estimate_error,
             "average_jct": statistics.fmean(jcts.values()) if jcts else None,
             "jcts": jcts, "unfinished": unfinished,
             "makespan": max((j.completion_time for j in cluster.jobs if j.completion_time is not None), default=None),
@@ -240,12 +251,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="where our policies' speed tables come from: the traces (progress rate "
                          "on each placement) or the JobInfo's speedup_fn; default "
                          + ", ".join(f"{m}: {s}" for m, s in DEFAULT_SOURCE.items()))
+    ap.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+                    help="what our policy is told of job lengths (docs/model.md); default oracle")
+    ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
+                    help="--information estimate: the truth times exp(SIGMA N(0,1)), seeded by --seed")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
     try:
         result = run(args.simulator, args.workload, args.mode, args.policy, interval=args.interval,
                      lookahead=args.lookahead, max_hours=args.max_hours, progress=args.progress,
-                     speed_source=args.speed_source)
+                     speed_source=args.speed_source, information=args.information,
+                     estimate_error=args.estimate_error, seed=args.seed)
     except PeerError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return 2

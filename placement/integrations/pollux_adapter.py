@@ -81,7 +81,9 @@ measurements.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+import zlib
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -127,8 +129,10 @@ class PolluxAdapter:
     docstring); :func:`make_adapter` puts it in front of the peer class of the mode."""
 
     def _setup(self, policy: Any, mode: str, source: str, slot_seconds: float, lookahead: int,
-               clock: Callable[[], float], sim_jobs: Callable[[], Mapping[str, Any]]) -> None:
+               clock: Callable[[], float], sim_jobs: Callable[[], Mapping[str, Any]],
+               information: str = "oracle", estimate_error: float = 0.0, seed: int = 0) -> None:
         self.policy = policy
+        self.information, self.estimate_error, self.seed = information, estimate_error, seed
         self.mode = mode
         self.source = source
         self.slot_seconds = float(slot_seconds)
@@ -163,12 +167,19 @@ class PolluxAdapter:
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
             job = self._job(name, info, truth[name], t, per_node, len(nodes), open_jobs.get(name))
+            estimate = None
+            if self.information == "oracle":
+                done = min(truth[name].progress, job.work_batches * (1 - 1e-6))
+            else:  # the true size stays here: the scheduler plans by what it knows (docs/model.md)
+                estimate = self._estimate(name, job.work_batches) if self.information == "estimate" else None
+                job = dataclasses.replace(job, work_batches=estimate or 1.0)
+                done = float(truth[name].progress)
             if name in open_jobs:
                 sched.revise(job)
                 self.revisions += 1
             else:
-                sched.submit(job)
-            sched.report(name, min(truth[name].progress, job.work_batches * (1 - 1e-6)))
+                sched.submit(job, estimate=estimate)
+            sched.report(name, done)
         placed = sched.step(t)
         index = {f"n{k}": k for k in self._nodes}
         allocations = {j: [index[h] for h in sorted(tasks, key=index.get) for _ in range(tasks[h][0])]
@@ -188,8 +199,17 @@ class PolluxAdapter:
         topo = Topology(machines, (Switch("sw"),), tuple(Link(m.id, "sw", LINK_GBPS) for m in machines), "sw")
         self._nodes = keys
         self._scheduler = OnlineScheduler(topo, resources=("gpu",), policy=self.policy,
-                                          lookahead=self.lookahead, slot_seconds=self.slot_seconds)
+                                          lookahead=self.lookahead, slot_seconds=self.slot_seconds,
+                                          information=self.information)
         return self._scheduler
+
+    def _estimate(self, name: str, work: float) -> float:
+        """A user's estimate of the job's size: the truth times exp(sigma N(0,1)), drawn from a
+        generator seeded by the run's seed and the job's name (the same job, the same estimate)."""
+        if not self.estimate_error:
+            return work
+        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
+        return work * math.exp(self.estimate_error * rng.standard_normal())
 
     # ----- one job in our model --------------------------------------------------------------
     def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int, nodes: int,
@@ -325,13 +345,15 @@ def speedup_table(speedup_fn: Any, sim_job: Any, lo: int, hi: int, per_node: int
 
 def make_adapter(sim: types.SimpleNamespace, policy: Any, mode: str, *, slot_seconds: float = 60,
                  lookahead: int = 8, clock: Callable[[], float],
-                 sim_jobs: Callable[[], Mapping[str, Any]], source: str | None = None
-                 ) -> PolluxAdapter:
+                 sim_jobs: Callable[[], Mapping[str, Any]], source: str | None = None,
+                 information: str = "oracle", estimate_error: float = 0.0, seed: int = 0) -> PolluxAdapter:
     """``policy`` (one of ours) dressed as the peer's policy class of ``mode``.
 
     ``clock`` gives the simulator's current time (s); ``sim_jobs`` its jobs by name (the
     cluster's truth: progress, application, batch size), as a cluster manager reports it;
-    ``source`` where the speed tables come from (``SOURCES``; None: ``DEFAULT_SOURCE``)."""
+    ``source`` where the speed tables come from (``SOURCES``; None: ``DEFAULT_SOURCE``);
+    ``information`` what our policy is told of job lengths (``oracle``, ``estimate`` with
+    ``estimate_error`` and ``seed``, or ``none``)."""
     if mode not in MODES:
         raise PeerError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     source = DEFAULT_SOURCE[mode] if source is None else source
@@ -341,5 +363,5 @@ def make_adapter(sim: types.SimpleNamespace, policy: Any, mode: str, *, slot_sec
     base = getattr(getattr(sim, module), cls_name)
     cls = type(f"Placement{cls_name}", (PolluxAdapter, base), {})
     adapter = cls.__new__(cls)
-    adapter._setup(policy, mode, source, slot_seconds, lookahead, clock, sim_jobs)
+    adapter._setup(policy, mode, source, slot_seconds, lookahead, clock, sim_jobs, information, estimate_error, seed)
     return adapter

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from placement.model.instance import Job
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict
+from placement.online.sizes import LearnedSizes
 from placement.model.topology import Topology
 
 __all__ = ["STATE_FORMAT", "Checkpointing", "JobRecord"]
@@ -41,12 +42,15 @@ class JobRecord:
     previous: TaskDict = field(default_factory=dict)
     last_ran: int | None = None
     commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
+    estimate: float | None = None   # a user's estimate of its total work (information "estimate")
+    label: str | None = None        # its class, for the sizes learned per class
 
-    def view_state(self, forget: bool = False) -> JobState:
-        """What a policy sees of the job; ``forget``: without previous tasks the job can no
-        longer run (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
+    def view_state(self, forget: bool = False, shown: Job | None = None) -> JobState:
+        """What a policy sees of the job (``shown``: the job as the information level shows
+        it, default the job itself); ``forget``: without previous tasks the job can no longer
+        run (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
         previous = {} if forget and self._previous_stale() else dict(self.previous)
-        return JobState(self.job, self.done, self.attained, previous, self.last_ran)
+        return JobState(self.job if shown is None else shown, self.done, self.attained, previous, self.last_ran)
 
     def _previous_stale(self) -> bool:
         """The job's worker range or PS need no longer holds its previous tasks."""
@@ -91,6 +95,8 @@ class Checkpointing:
     _unrunnable: set[str]
     _revised: set[str]
     _last_t: int | None
+    information: str
+    sizes: LearnedSizes
 
     def state(self) -> dict[str, Any]:
         """Everything needed to resume (plain JSON types); a policy with ``state()`` adds its own."""
@@ -100,6 +106,7 @@ class Checkpointing:
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
             "policy_state": get() if callable(get) else None,
             "mode": self.mode, "lookahead": self.lookahead, "slot_seconds": self.slot_seconds,
+            "information": self.information, "sizes": self.sizes.state(),
             "resources": list(self.resources), "topology": self._topology.to_dict(),
             "last_slot": self._last_t, "drops_total": self.drops_total,
             "closed": dict(self._closed),
@@ -107,7 +114,8 @@ class Checkpointing:
             "jobs": [{"job": e.job.to_dict(), "done": e.done, "attained": e.attained,
                       "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
                       "commitment": None if e.commitment is None else
-                      {str(s): _tasks_out(v) for s, v in e.commitment.items()}}
+                      {str(s): _tasks_out(v) for s, v in e.commitment.items()},
+                      "estimate": e.estimate, "label": e.label}
                      for e in self._jobs.values()],
         }
 
@@ -120,7 +128,9 @@ class Checkpointing:
         try:
             sched = cls(Topology.from_dict(state["topology"]), resources=state["resources"],
                         policy=policy, lookahead=state["lookahead"],
-                        slot_seconds=state["slot_seconds"], mode=state["mode"])
+                        slot_seconds=state["slot_seconds"], mode=state["mode"],
+                        information=state.get("information", "oracle"))  # older states: oracle
+            sched.sizes = LearnedSizes.from_state(state.get("sizes"))
             name = getattr(policy, "name", None)
             if name != state["policy"]:
                 logger.warning("resuming a state written with policy %r using policy %r",
@@ -137,7 +147,9 @@ class Checkpointing:
                 sched._jobs[job.id] = JobRecord(
                     job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
                     raw["last_ran"], None if raw["commitment"] is None else
-                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()})
+                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()},
+                    None if raw.get("estimate") is None else float(raw["estimate"]),
+                    None if raw.get("label") is None else str(raw["label"]))
                 if job.id not in sched._revised:
                     sched._jobs[job.id].forget_what_it_cannot_run()
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}

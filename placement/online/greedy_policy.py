@@ -21,4 +21,4 @@ class GreedyPolicy:
     name = "greedy"
 
     def decide(self, view: View) -> dict[str, TaskDict]:
-        return decide_slot(view.instance, view.tracker(), view.t, fill=True)
+        return decide_slot(view.instance, view.tracker(), view.t, fill=True, trim=view.lengths_known)

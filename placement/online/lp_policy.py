@@ -183,11 +183,12 @@ class LPRoundingPolicy:
                 for slot, intents in zip(range(t, end), run.slots):
                     plans.setdefault(slot, {}).update(intents)
         clock = time.perf_counter()
-        placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True, follow_sizes=self.follow_sizes)
+        placed = decide_slot(inst, view.tracker(), t, plans.get(t, {}), fill=True, follow_sizes=self.follow_sizes,
+                             trim=view.lengths_known)
         timings["slot rules"] = time.perf_counter() - clock
         if plans and len(view.jobs) <= self.select_limit and end > t + 1:
             clock = time.perf_counter()
-            alone = decide_slot(inst, view.tracker(), t, {}, fill=True)
+            alone = decide_slot(inst, view.tracker(), t, {}, fill=True, trim=view.lengths_known)
             if alone != placed and self._window_cost(view, alone, {}, end) < self._window_cost(view, placed, plans, end):
                 placed = alone
             timings["select"] = time.perf_counter() - clock
@@ -225,7 +226,7 @@ class LPRoundingPolicy:
         tracker.advance(view.t, first)
         for slot in range(view.t + 1, end):
             tracker.advance(slot, decide_slot(inst, tracker, slot, plans.get(slot, {}), fill=True,
-                                              follow_sizes=self.follow_sizes))
+                                              follow_sizes=self.follow_sizes, trim=view.lengths_known))
         cost = 0.0
         left: list[Job] = []
         for job_id, state in view.jobs.items():

@@ -47,12 +47,21 @@ class View:
     ``instance`` holds the current cluster and every active job, with horizon
     ``t + lookahead``, so the library's tools (``Residual``, ``formulate``,
     ``ProgressTracker``) work on it directly. ``jobs`` maps id -> state for the same jobs.
+    ``information`` is what the scheduler knows of job lengths
+    (:mod:`placement.online.knowledge`): below ``oracle`` each job's ``work_batches`` is the
+    size it is planned by, not its truth.
     """
 
     t: int
     instance: Instance
     jobs: dict[str, JobState]
     lookahead: int
+    information: str = "oracle"
+
+    @property
+    def lengths_known(self) -> bool:
+        """Are the jobs' ``work_batches`` their true sizes (information ``oracle``)?"""
+        return self.information == "oracle"
 
     def residual(self) -> Residual:
         """An empty slot of the current cluster to pack decisions into."""

@@ -39,8 +39,10 @@ import numpy as np
 
 from placement.model.instance import Instance, InstanceError, Job
 from placement.online.checkpoint import Checkpointing, JobRecord
+from placement.online.commit_mode import CommitMode, is_count
+from placement.online.knowledge import INFORMATION, fastest_rate, shown_job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict, View
-from placement.slots.residual import Residual
+from placement.online.sizes import LearnedSizes
 from placement.model.topology import Machine, Topology
 
 __all__ = ["Drop", "MODES", "OnlineScheduler"]
@@ -59,14 +61,18 @@ class Drop:
     reason: str
 
 
-class OnlineScheduler(Checkpointing):
+class OnlineScheduler(Checkpointing, CommitMode):
     """Slot-by-slot placement of jobs that arrive over time (module docstring)."""
 
     def __init__(self, topology: Topology, *, resources: Iterable[str] = ("gpu", "cpu", "mem"),
                  policy: Policy | CommittingPolicy, lookahead: int = 8, slot_seconds: float,
-                 mode: str = "reoptimise"):
+                 mode: str = "reoptimise", information: str = "oracle"):
+        """``information``: what the scheduler knows of job lengths, ``oracle``, ``estimate``
+        or ``none`` (:mod:`placement.online.knowledge`; docs/model.md)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if information not in INFORMATION:
+            raise ValueError(f"information must be one of {', '.join(INFORMATION)}, got {information!r}")
         hook = "commit" if mode == "commit" else "decide"
         if not callable(getattr(policy, hook, None)):
             raise ValueError(f"mode {mode!r} needs a policy with a {hook}() method; "
@@ -78,6 +84,8 @@ class OnlineScheduler(Checkpointing):
             raise ValueError(f"slot_seconds must be a positive number, got {slot_seconds!r}")
         self.policy = policy
         self.mode = mode
+        self.information = information
+        self.sizes = LearnedSizes()                # the sizes of the jobs that finished
         self.lookahead = int(lookahead)
         self.slot_seconds = float(slot_seconds)
         self.resources = tuple(resources)
@@ -180,10 +188,22 @@ class OnlineScheduler(Checkpointing):
         """The submitted jobs not yet finished or cancelled, in submission order."""
         return {j: e.job for j, e in self._jobs.items()}
 
-    def submit(self, job: Job) -> None:
-        """Accept a job; it becomes active in slot ``job.arrival`` (not in the past)."""
+    def submit(self, job: Job, *, estimate: float | None = None, label: str | None = None) -> None:
+        """Accept a job; it becomes active in slot ``job.arrival`` (not in the past).
+
+        Parameters: ``job`` (below information ``oracle`` its ``work_batches`` is never
+        read); ``estimate``, a user's estimate of its total work in batches, and ``label``, its
+        class (model, user, queue), both used at information ``estimate``.
+        Raises ValueError: not a Job, a duplicate id, an arrival in the past, a job that fits
+        nowhere, an estimate that is not a finite number > 0, a label that is not a string.
+        """
         if not isinstance(job, Job):
             raise ValueError(f"submit needs a placement Job, got {type(job).__name__}")
+        if estimate is not None and (isinstance(estimate, bool) or not isinstance(estimate, (int, float, np.number))
+                                     or not math.isfinite(estimate) or estimate <= 0):
+            raise ValueError(f"job {job.id!r}: estimate must be a finite number of batches > 0, got {estimate!r}")
+        if label is not None and not isinstance(label, str):
+            raise ValueError(f"job {job.id!r}: label must be a string, got {type(label).__name__}")
         if job.id in self._jobs or job.id in self._closed:
             raise ValueError(f"duplicate job id {job.id!r}: a job with this id was already submitted")
         nxt = 0 if self._last_t is None else self._last_t + 1
@@ -193,7 +213,7 @@ class OnlineScheduler(Checkpointing):
         why = self._why_unrunnable(job, self._topology)
         if why:
             raise ValueError(f"job {job.id!r} cannot run on this cluster: {why}")
-        self._jobs[job.id] = JobRecord(job)
+        self._jobs[job.id] = JobRecord(job, estimate=None if estimate is None else float(estimate), label=label)
 
     def revise(self, job: Job) -> None:
         """The cluster re-measured an open job (its speed, size or shape changed).
@@ -244,7 +264,13 @@ class OnlineScheduler(Checkpointing):
         entry.done = float(batches_done)
 
     def finish(self, job_id: str) -> None:
-        """The job completed: it leaves the active set."""
+        """The job completed (the cluster says so; nothing else ends a job): it leaves the
+        active set, and the work it reported becomes a learned size."""
+        entry = self._open(job_id)
+        if entry.done > 0:  # learned in seconds at the job's fastest rate (placement.online.knowledge)
+            rate = fastest_rate(entry.job, self._topology)
+            self.sizes.add(entry.done / rate, label=entry.label,
+                           estimate=None if entry.estimate is None else entry.estimate / rate)
         self._close(job_id, "finished")
 
     def cancel(self, job_id: str) -> None:
@@ -310,11 +336,13 @@ class OnlineScheduler(Checkpointing):
     def view(self, t: int) -> View:
         """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
         active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
+        shown = [shown_job(e.job, e.done, self.information, self.sizes, self.slot_seconds, self._topology,
+                           estimate=e.estimate, label=e.label) for e in active]
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
-                            jobs=tuple(e.job for e in active), name=f"online-t{t}")
-        return View(t, instance, {e.job.id: e.view_state(forget=e.job.id in self._revised) for e in active},
-                    self.lookahead)
+                            jobs=tuple(shown), name=f"online-t{t}")
+        return View(t, instance, {job.id: e.view_state(forget=job.id in self._revised, shown=job)
+                                  for e, job in zip(active, shown)}, self.lookahead, self.information)
 
     def _drop(self, t: int, job_id: Any, reason: str) -> None:
         drop = Drop(t, str(job_id), reason)
@@ -357,7 +385,7 @@ class OnlineScheduler(Checkpointing):
             if not isinstance(h, str) or h not in machines:
                 return f"unknown machine {h!r}"
             if (not isinstance(pair, (tuple, list)) or len(pair) != 2
-                    or not all(_is_count(x) for x in pair)):
+                    or not all(is_count(x) for x in pair)):
                 return f"machine {h}: {pair!r} is not a pair of integers >= 0"
             w, s = int(pair[0]), int(pair[1])
             if w or s:
@@ -376,50 +404,3 @@ class OnlineScheduler(Checkpointing):
         if job_id in self._closed:
             return f"the job is {self._closed[job_id]}"
         return "unknown job"
-
-    # ----- commit mode ---------------------------------------------------------------------
-    def _committed(self, view: View) -> dict[str, TaskDict]:
-        """Commit every job that is due (new, plan ran out, or broken by a failure), then
-        read slot ``t`` off the commitments. An empty commitment is the policy's rejection
-        (OASiS admission control): the job is not asked about again and never runs."""
-        t = view.t
-        for job_id in view.jobs:
-            e = self._jobs[job_id]
-            if e.commitment is None:
-                self._commit(view, e)
-        return {j: self._jobs[j].commitment[t] for j in view.jobs
-                if self._jobs[j].commitment and t in self._jobs[j].commitment}
-
-    def _commit(self, view: View, entry: JobRecord) -> None:
-        entry.commitment = None
-        job_id = entry.job.id
-
-        def reserved(s: int) -> Residual:
-            res = view.residual()
-            for j in view.jobs:
-                tasks = (self._jobs[j].commitment or {}).get(s)
-                job = self._jobs[j].job
-                if tasks and res.fits(job, tasks):
-                    res.place(job, tasks)
-            return res
-
-        plan = self.policy.commit(view, job_id, reserved)
-        commitment: dict[int, TaskDict] = {}
-        if isinstance(plan, Mapping):
-            for s, tasks in plan.items():
-                if _is_count(s) and int(s) >= view.t and isinstance(tasks, Mapping):
-                    commitment[int(s)] = dict(tasks)
-                else:
-                    logger.warning("job %s: commitment entry for slot %r ignored", job_id, s)
-        else:
-            logger.warning("job %s: the policy's commitment is %s, not a dict", job_id, type(plan).__name__)
-        entry.commitment = commitment
-        if commitment:
-            logger.debug("slot %d: job %s committed for %d slots", view.t, job_id, len(commitment))
-        else:
-            logger.info("slot %d: the policy rejected job %s; it will not run", view.t, job_id)
-
-
-def _is_count(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
-

@@ -20,6 +20,7 @@ truth: the result keeps both, and the violations.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -32,6 +33,7 @@ from placement.model import limits
 from placement.model.evaluate import evaluate
 from placement.model.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
+from placement.online.knowledge import INFORMATION
 from placement.online.scheduler import OnlineScheduler
 from placement.model.progress import ProgressTracker
 from placement.model.schedule import Allocation, Schedule
@@ -82,13 +84,21 @@ def simulate(instance_or_jobs: Instance | Iterable[Job], *, topology: Topology |
              policy: Policy | CommittingPolicy, lookahead: int = 8, mode: str = "reoptimise",
              slot_seconds: float | None = None, resources: Iterable[str] | None = None,
              horizon: int | None = None, progress_noise: float = 0.0, seed: int = 0,
-             progress_bar: bool = False, events: Iterable[Event] = ()) -> SimulationResult:
+             progress_bar: bool = False, events: Iterable[Event] = (), information: str = "oracle",
+             estimate_error: float = 0.0) -> SimulationResult:
     """Play a job stream through an OnlineScheduler with ``policy`` (module docstring).
 
     From an Instance, ``topology``, ``slot_seconds`` and ``resources`` default to its own
     (its horizon is not used: the run goes on until every job completes or ``horizon``
     slots have passed). From a list of jobs, ``topology`` and ``slot_seconds`` are required
-    and ``resources`` defaults to gpu, cpu, mem."""
+    and ``resources`` defaults to gpu, cpu, mem. ``information``: what the scheduler is told
+    of job lengths (:mod:`placement.online.knowledge`); below ``oracle`` it is submitted each
+    job without its true size, and at ``estimate`` with a user's estimate, the true size
+    times exp(``estimate_error`` x N(0, 1)) drawn from a generator seeded with ``seed``."""
+    if information not in INFORMATION:
+        raise ValueError(f"information must be one of {', '.join(INFORMATION)}, got {information!r}")
+    if not (isinstance(estimate_error, (int, float)) and math.isfinite(estimate_error) and estimate_error >= 0):
+        raise ValueError(f"estimate_error must be a finite number >= 0, got {estimate_error!r}")
     if isinstance(instance_or_jobs, Instance):
         inst = instance_or_jobs
         jobs = list(inst.jobs)
@@ -125,9 +135,17 @@ def simulate(instance_or_jobs: Instance | Iterable[Job], *, topology: Topology |
         raise ValueError(f"horizon {cap} ends before the last arrival (slot "
                          f"{max(j.arrival for j in jobs)})")
     run = _Run(jobs, topology, resources, slot_seconds, int(cap), name, policy, lookahead, mode,
-               float(progress_noise), int(seed), tuple(events))
+               float(progress_noise), int(seed), tuple(events), information, float(estimate_error))
     run.run(progress_bar)
     return run.result()
+
+
+def _estimates(jobs: list[Job], sigma: float, seed: int) -> dict[str, float]:
+    """Users' estimates of each job's size: the truth times a seeded lognormal error (a
+    generator of its own, so progress noise draws the same numbers with or without it)."""
+    rng = np.random.default_rng([seed, 1])
+    factors = np.exp(sigma * rng.standard_normal(len(jobs))) if sigma else np.ones(len(jobs))
+    return {job.id: float(job.work_batches * f) for job, f in zip(jobs, factors)}
 
 
 class _Cluster:
@@ -160,7 +178,8 @@ class _Run:
 
     def __init__(self, jobs: list[Job], topology: Topology, resources: tuple[str, ...],
                  slot_seconds: float, cap: int, name: str, policy: Policy | CommittingPolicy,
-                 lookahead: int, mode: str, noise: float, seed: int, events: tuple[Event, ...]):
+                 lookahead: int, mode: str, noise: float, seed: int, events: tuple[Event, ...],
+                 information: str = "oracle", estimate_error: float = 0.0):
         self.jobs = {j.id: j for j in jobs}
         if len(self.jobs) != len(jobs):
             raise ValueError("job ids must be unique")
@@ -179,7 +198,9 @@ class _Run:
         self.rng = np.random.default_rng(seed)
         self.cluster = _Cluster(topology)
         self.sched = OnlineScheduler(topology, resources=resources, policy=policy, lookahead=lookahead,
-                                     slot_seconds=slot_seconds, mode=mode)
+                                     slot_seconds=slot_seconds, mode=mode, information=information)
+        self.estimate_error = estimate_error
+        self.estimates = _estimates(jobs, estimate_error, seed) if information == "estimate" else {}
         self.model = ProgressTracker(self._instance(cap))   # MODEL.md progress of the executed tasks
         self.truth: dict[str, float] = {}
         self.completion: dict[str, int] = {}
@@ -205,10 +226,19 @@ class _Run:
                     break
                 self._apply_events(t)
                 for job in self.arriving.get(t, ()):
-                    self.sched.submit(job)
+                    self._submit(job)
                 self._slot(t)
                 self.slots = t + 1
                 bar.update(1)
+
+    def _submit(self, job: Job) -> None:
+        """Submit ``job`` with what the scheduler may know: below ``oracle`` its true size stays
+        here (the job is submitted with its estimate, or 1 batch, in its place)."""
+        if self.sched.information == "oracle":
+            self.sched.submit(job)
+            return
+        estimate = self.estimates.get(job.id)
+        self.sched.submit(dataclasses.replace(job, work_batches=estimate or 1.0), estimate=estimate)
 
     def _apply_events(self, t: int) -> None:
         for e in self.events.get(t, ()):
@@ -287,6 +317,7 @@ class _Run:
             utilisation={r: tuple(float(u[k]) for u in self.util) for k, r in enumerate(self.resources)},
             decision_seconds=tuple(self.decision), dropped=self.sched.drops_total,
             progress_noise=self.noise, seed=self.seed, events=tuple(self.all_events),
+            information=self.sched.information, estimate_error=self.estimate_error,
             instance=instance, schedule=schedule, report=report, violations=tuple(violations),
             rejected=rejected, utility=utility)
 

@@ -46,6 +46,8 @@ class SimulationResult:
     report: Report
     violations: tuple[Violation, ...]
     # Admission control (OASiS-like policies, which expose ``rejected`` and ``utility``):
+    information: str = "oracle"                 # what the scheduler was told of job lengths
+    estimate_error: float = 0.0                 # sigma of the users' lognormal estimate error
     rejected: tuple[str, ...] | None = None     # jobs the policy rejected; None: it never rejects
     utility: dict[str, float] | None = None     # f_j(completion slot) of each admitted job that completed
 
@@ -96,6 +98,7 @@ class SimulationResult:
                "decision_time": self.decision_time,
                "decision_seconds": list(self.decision_seconds), "dropped": self.dropped,
                "progress_noise": self.progress_noise, "seed": self.seed,
+               "information": self.information, "estimate_error": self.estimate_error,
                "events": [str(e) for e in self.events], "report": self.report.to_dict(),
                "violations": [v.to_dict() for v in self.violations],
                "rejected": None if self.rejected is None else list(self.rejected),
@@ -116,7 +119,8 @@ class SimulationResult:
             f"(acceptance rate {self.acceptance_rate:.3f}); their average JCT "
             f"{_g(self.admitted_average_jct)} s; total admitted utility {_g(self.admitted_utility)}"]
         return "\n".join([
-            f"policy            {self.policy} ({self.mode})",
+            f"policy            {self.policy} ({self.mode}; information {self.information}"
+            + (f", estimate error sigma {self.estimate_error:g}" if self.information == "estimate" else "") + ")",
             f"jobs              {len(self.jct)} ({len(self.unfinished)} unfinished) in {self.slots} slots",
             f"average JCT       {self.average_jct:.6g} s (all jobs{charged}; p95 {self.p95_jct:.6g} s)",
             *admission,

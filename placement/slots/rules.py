@@ -109,11 +109,14 @@ def build_schedule(instance: Instance, intent: Intent, *, fill: bool = True, fol
 
 def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
                 intended: Mapping[str, JobIntent] | None = None, *, fill: bool = True,
-                residual: Residual | None = None, follow_sizes: bool = False) -> dict[str, TaskDict]:
+                residual: Residual | None = None, follow_sizes: bool = False, trim: bool = True
+                ) -> dict[str, TaskDict]:
     """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
-    progress so far; what online policies call each slot. ``residual`` must be empty."""
+    progress so far; what online policies call each slot. ``residual`` must be empty.
+    ``trim=False``: rule c's trim is off, for jobs whose sizes are not known (a job is then
+    never cut to what would finish a size the scheduler only expects)."""
     residual = Residual(instance) if residual is None else residual
-    return _SlotBuilder(instance, tracker, residual, t, follow_sizes).build(intended or {}, fill)
+    return _SlotBuilder(instance, tracker, residual, t, follow_sizes, trim).build(intended or {}, fill)
 
 
 _LATER = object()  # rule a: the plan does not fit as planned; placed after the plans that do
@@ -169,9 +172,9 @@ class _SlotBuilder:
     """The decisions of one slot (rules a-d of the module docstring)."""
 
     def __init__(self, instance: Instance, tracker: ProgressTracker, residual: Residual, t: int,
-                 follow_sizes: bool = False):
+                 follow_sizes: bool = False, trim: bool = True):
         self.inst, self.tracker, self.residual, self.t = instance, tracker, residual, t
-        self.follow_sizes = follow_sizes
+        self.follow_sizes, self.trim = follow_sizes, trim
         self.placed: dict[str, TaskDict] = {}
 
     def build(self, intended: Mapping[str, JobIntent], fill: bool) -> dict[str, TaskDict]:
@@ -335,7 +338,7 @@ class _SlotBuilder:
     # ----- rule c: trim; placing ---------------------------------------------------------
     def _trim(self, job: Job, tasks: TaskDict) -> TaskDict:
         w = workers_of(tasks)
-        if w <= job.min_workers or not self._completes(job, tasks):
+        if not self.trim or w <= job.min_workers or not self._completes(job, tasks):
             return tasks
         lo, hi = job.min_workers, w
         while lo < hi:  # fewest workers that still complete this slot

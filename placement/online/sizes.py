@@ -1,0 +1,152 @@
+"""Job sizes learned from the jobs that finished: what a scheduler that is not told a job's
+length can still know about it.
+
+A job's *size* is its total work, in a unit comparable across jobs (the scheduler uses
+seconds at the job's fastest rate: :mod:`placement.online.knowledge`). When the cluster
+reports a job finished,
+its size becomes a sample (with its class label and its user's estimate, when given).
+From the samples alone this module answers, for a job that has done ``a`` batches so far:
+
+- :meth:`LearnedSizes.expected_total`: E[X | X > a], the mean size of the finished jobs
+  larger than ``a`` (per class once the class has :data:`MIN_CLASS_SAMPLES` samples, else
+  over every class);
+- :meth:`LearnedSizes.gittins_remaining`: 1 / G(a), where G is the Gittins index of the
+  empirical size distribution (Gittins 1989; Sevcik 1974's "smallest rank" rule; Tiresias,
+  NSDI'19, uses its 2D form over GPU x time): G(a) = max over D > 0 of
+  P(X - a <= D | X > a) / E[min(X - a, D) | X > a]. Serving the highest index first
+  minimises the mean response time of a single server with unknown sizes, and for a job of
+  known size r it is exactly the remaining work (G = 1 / r), so 1 / G(a) is the remaining
+  work a size-based rule should plan with;
+- with a user's estimate, both over the estimate times the ratios (size / estimate)
+  observed on finished jobs (:meth:`LearnedSizes.possible_sizes`): the estimate, corrected.
+
+The prior, stated: where no finished job is larger than ``a`` (a cold start, or a job that
+outlived every sample), the tail is taken as Pareto with shape 2 above the job's doubling
+level: with ``a`` rounded down to ``floor * 2**k`` (``floor``: one slot), the job is expected to need that much again (mean residual life of a
+Pareto(2) tail) and its Gittins remaining is half that (its hazard rate 2 / a). Rounding to
+doubling levels, as Tiresias' queues do, keeps two jobs of about equal service from
+swapping every slot.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LearnedSizes", "MIN_CLASS_SAMPLES"]
+
+#: a class label's own samples are used once it has this many finished jobs
+MIN_CLASS_SAMPLES = 5
+
+
+class LearnedSizes:
+    """The sizes of finished jobs, by class label, and their size / estimate ratios."""
+
+    def __init__(self) -> None:
+        self._all: list[float] = []
+        self._by_label: dict[str, list[float]] = {}
+        self._ratios: list[float] = []
+        self._sorted: dict[str | None, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def add(self, size: float, *, label: str | None = None, estimate: float | None = None) -> None:
+        """A finished job of ``size`` batches (> 0); its ``label`` and its user's ``estimate``, if known."""
+        if not (isinstance(size, (int, float)) and math.isfinite(size) and size > 0):
+            raise ValueError(f"a finished job's size must be a finite number > 0, got {size!r}")
+        size = float(size)
+        self._all.append(size)
+        self._sorted.pop(None, None)
+        if label is not None:
+            self._by_label.setdefault(label, []).append(size)
+            self._sorted.pop(label, None)
+        if estimate is not None and estimate > 0:
+            self._ratios.append(size / float(estimate))
+            self._sorted.pop("\0ratios", None)
+
+    def sizes(self, label: str | None = None) -> np.ndarray:
+        """The samples a job of ``label`` is judged by, sorted: its class's once there are
+        :data:`MIN_CLASS_SAMPLES`, else every finished job's."""
+        key = label if label is not None and len(self._by_label.get(label, ())) >= MIN_CLASS_SAMPLES else None
+        if key not in self._sorted:
+            self._sorted[key] = np.sort(np.array(self._all if key is None else self._by_label[key], dtype=float))
+        return self._sorted[key]
+
+    # ----- what a job that has done `attained` batches is expected to need ------------------
+    def possible_sizes(self, attained: float, *, label: str | None = None,
+                       estimate: float | None = None) -> np.ndarray:
+        """The sizes, each equally likely, that a job which has done ``attained`` batches may
+        have (sorted, all above ``attained``; empty where only the prior speaks): with a user's
+        ``estimate``, the estimate times each observed size / estimate ratio (the estimate
+        itself before any ratio is known); else the samples of its class (or of all jobs)."""
+        if estimate is not None:
+            if "\0ratios" not in self._sorted:
+                self._sorted["\0ratios"] = np.sort(np.array(self._ratios, dtype=float))
+            ratios = self._sorted["\0ratios"]
+            return _above(estimate * ratios if len(ratios) else np.array([float(estimate)]), attained)
+        return _above(self.sizes(label), attained)
+
+    def expected_total(self, attained: float, floor: float, *, label: str | None = None,
+                       estimate: float | None = None) -> float:
+        """E[X | X > attained] over :meth:`possible_sizes`, or the prior (module docstring)
+        where none is larger; with ``estimate``, the corrected estimate."""
+        tail = self.possible_sizes(attained, label=label, estimate=estimate)
+        if len(tail):
+            return float(tail.mean())
+        return attained + _level(attained, floor)
+
+    def gittins_remaining(self, attained: float, floor: float, *, label: str | None = None,
+                          estimate: float | None = None) -> float:
+        """1 / G(attained) over :meth:`possible_sizes`: the remaining work the Gittins rule
+        ranks the job by (module docstring); the prior's where no possible size is larger."""
+        tail = self.possible_sizes(attained, label=label, estimate=estimate)
+        if len(tail):
+            return 1.0 / gittins_index(tail - attained)
+        return _level(attained, floor) / 2
+
+    # ----- the checkpoint ----------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The samples as plain JSON (the scheduler's checkpoint keeps them)."""
+        return {"sizes": list(self._all), "by_label": {k: list(v) for k, v in self._by_label.items()},
+                "ratios": list(self._ratios)}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> "LearnedSizes":
+        out = cls()
+        if state:
+            out._all = [float(x) for x in state["sizes"]]
+            out._by_label = {str(k): [float(x) for x in v] for k, v in state["by_label"].items()}
+            out._ratios = [float(x) for x in state["ratios"]]
+        return out
+
+
+def gittins_index(residuals: np.ndarray | list[float]) -> float:
+    """The Gittins index of a job whose remaining work is equally likely to be each of
+    ``residuals`` (all > 0): max over the candidates D = r_k of
+    P(R <= D) / E[min(R, D)]; the maximum over D > 0 is reached at a support point, since
+    between two of them the ratio only falls."""
+    r = np.sort(np.asarray(residuals, dtype=float))
+    if not len(r) or r[0] <= 0:
+        raise ValueError("residual sizes must be > 0")
+    n = len(r)
+    k = np.arange(1, n + 1)
+    served = np.cumsum(r) + (n - k) * r     # n * E[min(R, r_k)]
+    return float(np.max(k / served))
+
+
+def _above(values: np.ndarray, attained: float) -> np.ndarray:
+    """The sorted ``values`` larger than ``attained`` (by more than float noise)."""
+    return values[np.searchsorted(values, attained * (1 + 1e-9) + 1e-12, side="right"):]
+
+
+def _level(attained: float, floor: float) -> float:
+    """The prior's expected remaining work: ``attained`` rounded down to its doubling level
+    ``floor * 2**k`` (at least ``floor``), the mean residual life of a Pareto(2) tail there."""
+    if floor <= 0 or not math.isfinite(floor):
+        raise ValueError(f"floor must be a finite number > 0, got {floor!r}")
+    if attained <= floor:
+        return floor
+    return floor * 2.0 ** math.floor(math.log2(attained / floor))

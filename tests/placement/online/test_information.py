@@ -1,0 +1,136 @@
+"""What the scheduler knows of job lengths (placement.online.knowledge): below ``oracle`` a
+policy's view carries no truth, completion is only what the cluster reports, and the
+information level travels with the checkpoint and the simulation."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from placement.cli import main
+from placement.online.greedy_policy import GreedyPolicy
+from placement.online.lp_policy import LPRoundingPolicy
+from placement.online.scheduler import OnlineScheduler
+from placement.simulate.loop import simulate
+from placement.traces.generate import generate
+
+from .. import builders as B
+
+RES = ("gpu", "cpu", "mem")
+
+
+class Watch:
+    """Greedy, keeping every view it was shown."""
+
+    name = "watch"
+
+    def __init__(self):
+        self.inner, self.views = GreedyPolicy(), []
+
+    def decide(self, view):
+        self.views.append(view)
+        return self.inner.decide(view)
+
+
+def scheduler(information: str, policy=None) -> OnlineScheduler:
+    return OnlineScheduler(B.star(), resources=RES, policy=policy or Watch(), slot_seconds=10,
+                           information=information)
+
+
+def test_below_oracle_the_view_does_not_carry_the_submitted_length():
+    shown = {}
+    for work in (1e3, 1e9):
+        s = scheduler("none")
+        s.submit(B.job("j", work_batches=work))
+        s.step(0)
+        shown[work] = s.policy.views[0].jobs["j"].job.work_batches
+    assert shown[1e3] == shown[1e9] and shown[1e3] not in (1e3, 1e9)
+    s = scheduler("oracle")
+    s.submit(B.job("j", work_batches=1e3))
+    s.step(0)
+    assert s.policy.views[0].jobs["j"].job.work_batches == 1e3 and s.policy.views[0].lengths_known
+
+
+def test_a_job_past_its_estimate_keeps_running_until_the_cluster_finishes_it():
+    s = scheduler("estimate")
+    s.submit(B.job("j", work_batches=50.0), estimate=50.0)
+    for t in range(3):
+        s.report("j", 200.0 + t)                    # far past the estimate
+        placed = s.step(t)
+        view = s.policy.views[-1]
+        assert placed.get("j") and view.jobs["j"].job.work_batches > view.jobs["j"].done
+        assert not view.lengths_known
+    s.finish("j")
+    assert len(s.sizes) == 1 and "j" not in s.open_jobs
+
+
+def test_finished_jobs_become_learned_sizes_and_the_checkpoint_keeps_them():
+    s = scheduler("estimate")
+    s.submit(B.job("a"), estimate=100.0, label="resnet")
+    s.submit(B.job("b"), estimate=30.0)
+    s.step(0)
+    s.report("a", 120.0)
+    s.finish("a")
+    state = json.loads(json.dumps(s.state()))
+    again = OnlineScheduler.from_state(state, Watch())
+    assert again.information == "estimate" and again.sizes.state() == s.sizes.state()
+    assert again._jobs["b"].estimate == 30.0 and again._jobs["b"].label is None
+    assert again.step(1) == s.step(1)
+
+
+def test_an_older_state_without_information_resumes_as_oracle():
+    s = scheduler("oracle")
+    s.submit(B.job("a"))
+    s.step(0)
+    state = json.loads(json.dumps(s.state()))
+    for key in ("information", "sizes"):
+        del state[key]
+    for job in state["jobs"]:
+        del job["estimate"], job["label"]
+    again = OnlineScheduler.from_state(state, Watch())
+    assert again.information == "oracle" and len(again.sizes) == 0
+
+
+@pytest.mark.parametrize("kw, says", [({"estimate": 0.0}, "estimate"), ({"estimate": float("nan")}, "estimate"),
+                                      ({"estimate": True}, "estimate"), ({"label": 3}, "label")])
+def test_bad_estimates_and_labels_are_refused(kw, says):
+    with pytest.raises(ValueError, match=says):
+        scheduler("estimate").submit(B.job("j"), **kw)
+
+
+def test_an_unknown_information_level_is_refused():
+    with pytest.raises(ValueError, match="information"):
+        scheduler("psychic")
+
+
+@pytest.mark.parametrize("policy", [GreedyPolicy, lambda: LPRoundingPolicy(threads=1)])
+def test_with_no_information_doubling_every_length_changes_no_decision_before_the_first_completion(policy):
+    inst = generate(jobs=14, cluster="racks:2x3", seed=3)
+    doubled = replace(inst, jobs=tuple(replace(j, work_batches=2 * j.work_batches) for j in inst.jobs))
+    runs = [simulate(i, policy=policy(), information="none") for i in (inst, doubled)]
+    first = min(o.completion_slot for o in runs[0].report.jobs if o.completion_slot is not None)
+    slots = [[s for s in r.schedule.slots if s.t <= first] for r in runs]
+    assert slots[0] == slots[1] and len(slots[0]) > 0
+    assert runs[0].information == "none" and runs[0].to_dict(schedule=False)["information"] == "none"
+
+
+def test_estimates_are_seeded_and_exact_without_error():
+    inst = generate(jobs=10, cluster="racks:2x3", seed=5)
+    exact = simulate(inst, policy=GreedyPolicy(), information="estimate")
+    noisy = [simulate(inst, policy=GreedyPolicy(), information="estimate", estimate_error=1.0, seed=s)
+             for s in (1, 1, 2)]
+    assert noisy[0].schedule == noisy[1].schedule
+    assert exact.unfinished == () and all(r.unfinished == () for r in noisy)
+    assert exact.estimate_error == 0.0 and noisy[0].estimate_error == 1.0
+
+
+def test_the_command_line_names_the_information_of_each_run(capsys, tmp_path):
+    trace = "instances/traces/philly-30-s3.csv"
+    root = B.__file__.rsplit("/tests/", 1)[0]
+    assert main(["simulate", "--trace", f"{root}/{trace}", "--cluster", "racks:2x2", "--policy", "greedy",
+                 "--information", "none", "--out", str(tmp_path / "o.json")]) == 0
+    assert "information none" in capsys.readouterr().out
+    assert json.loads((tmp_path / "o.json").read_text())["greedy"]["information"] == "none"
+    assert main(["simulate", "--trace", f"{root}/{trace}", "--cluster", "racks:2x2", "--policy", "greedy",
+                 "--information", "estimate", "--estimate-error", "-1"]) == 2

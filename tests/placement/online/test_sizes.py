@@ -1,0 +1,95 @@
+"""Learned sizes (placement.online.sizes) against distributions worked by hand."""
+import math
+
+import numpy as np
+import pytest
+
+from placement.online.sizes import MIN_CLASS_SAMPLES, LearnedSizes, gittins_index
+
+
+def learned(*sizes, label=None):
+    out = LearnedSizes()
+    for s in sizes:
+        out.add(s, label=label)
+    return out
+
+
+def test_gittins_index_by_hand():
+    # remaining 1, 2 or 10, equally likely. D=1: P=1/3, E[min(R,1)]=1 -> 1/3;
+    # D=2: P=2/3, E[min(R,2)]=(1+2+2)/3=5/3 -> 2/5; D=10: P=1, E[R]=13/3 -> 3/13. Max: 2/5.
+    assert gittins_index([1, 2, 10]) == pytest.approx(0.4)
+    # a known size r has index 1/r: the rule is SRPT when sizes are known
+    assert gittins_index([7.0]) == pytest.approx(1 / 7)
+
+
+def test_gittins_remaining_conditions_on_what_was_attained():
+    sizes = learned(1, 2, 10)
+    assert sizes.gittins_remaining(0.0, floor=1.0) == pytest.approx(2.5)      # 1 / 0.4
+    # past 1.5 the job is 2 or 10: D=0.5: P=1/2, E[min]=(0.5+0.5)/2=0.5 -> 1; D=8.5: P=1,
+    # E=(0.5+8.5)/2=4.5 -> 0.222. Index 1, remaining 1.
+    assert sizes.gittins_remaining(1.5, floor=1.0) == pytest.approx(1.0)
+    # past 2 only 10 is left: the remaining work is 8
+    assert sizes.gittins_remaining(2.0, floor=1.0) == pytest.approx(8.0)
+
+
+def test_expected_total_is_the_mean_of_larger_sizes():
+    sizes = learned(1, 2, 10)
+    assert sizes.expected_total(0.0, floor=1.0) == pytest.approx(13 / 3)
+    assert sizes.expected_total(1.0, floor=1.0) == pytest.approx(6.0)        # 1 is not larger than 1
+    assert sizes.expected_total(5.0, floor=1.0) == pytest.approx(10.0)
+
+
+def test_the_prior_beyond_every_sample_and_at_a_cold_start():
+    # no sample above: the doubling level of what was attained, again (Pareto(2) mean residual),
+    # and half of it as the Gittins remaining (hazard 2/a)
+    cold = LearnedSizes()
+    assert cold.expected_total(0.0, floor=60.0) == pytest.approx(60.0)
+    assert cold.gittins_remaining(0.0, floor=60.0) == pytest.approx(30.0)
+    assert cold.expected_total(300.0, floor=60.0) == pytest.approx(300.0 + 240.0)   # level 60 * 4
+    assert cold.gittins_remaining(300.0, floor=60.0) == pytest.approx(120.0)
+    assert learned(1, 2).expected_total(5.0, floor=1.0) == pytest.approx(5.0 + 4.0)
+
+
+def test_a_class_is_used_alone_once_it_has_enough_samples():
+    sizes = learned(100, 100, 100)
+    for k in range(MIN_CLASS_SAMPLES - 1):
+        sizes.add(2.0, label="small")
+    assert sizes.expected_total(0.0, floor=1.0, label="small") == pytest.approx(
+        (300 + 2 * (MIN_CLASS_SAMPLES - 1)) / (MIN_CLASS_SAMPLES + 2))    # too few: every job
+    sizes.add(2.0, label="small")
+    assert sizes.expected_total(0.0, floor=1.0, label="small") == pytest.approx(2.0)
+    assert sizes.expected_total(0.0, floor=1.0, label="unknown") == pytest.approx(
+        (300 + 2 * MIN_CLASS_SAMPLES) / (MIN_CLASS_SAMPLES + 3))
+
+
+def test_an_estimate_is_corrected_by_the_observed_ratios():
+    sizes = LearnedSizes()
+    assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx(50.0)   # no ratio yet
+    assert sizes.gittins_remaining(10.0, floor=1.0, estimate=50.0) == pytest.approx(40.0)
+    sizes.add(20.0, estimate=10.0)     # ratio 2
+    sizes.add(40.0, estimate=10.0)     # ratio 4
+    # an estimate of 50: sizes 100 or 200
+    assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx(150.0)
+    assert sizes.expected_total(150.0, floor=1.0, estimate=50.0) == pytest.approx(200.0)
+    # past every corrected size: the prior (level 128 of 250, again)
+    assert sizes.expected_total(250.0, floor=1.0, estimate=50.0) == pytest.approx(250.0 + 128.0)
+
+
+def test_the_state_round_trips():
+    sizes = learned(3.0, 5.0, label="a")
+    sizes.add(7.0, estimate=14.0)
+    again = LearnedSizes.from_state(sizes.state())
+    assert again.state() == sizes.state()
+    assert again.gittins_remaining(1.0, floor=1.0) == sizes.gittins_remaining(1.0, floor=1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, "3"])
+def test_bad_sizes_are_refused(bad):
+    with pytest.raises(ValueError):
+        LearnedSizes().add(bad)
+
+
+def test_gittins_remaining_is_the_remaining_work_for_a_known_size():
+    rng = np.random.default_rng(0)
+    for size in rng.uniform(1, 100, 20):
+        assert learned(float(size)).gittins_remaining(size / 3, floor=1.0) == pytest.approx(size * 2 / 3)
