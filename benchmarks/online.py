@@ -472,15 +472,15 @@ def markdown(doc: dict[str, Any]) -> str:
               "GPUs busy (column \"GPU util, busy start\"); the queueing columns show who waited."
               + _bound_sentence(st, policies),
               "",
-              "| policy | avg JCT, all jobs (h) | / best baseline | p95 JCT (h) | makespan (h) | GPU util (mean) "
+              "| policy | information | avg JCT, all jobs (h) | / best baseline | p95 JCT (h) | makespan (h) | GPU util (mean) "
               "| GPU util, busy start | reconfigurations | unfinished | decision median (ms) | decision p95 (ms) "
               "| decision max (ms) | avg JCT of finished (h) | mean wait to start (h) | mean queued jobs "
               "| share of slots with a waiting job | GPU util while jobs wait | slots | run wall (s) | run CPU (s) |",
-              "|---|" + "---:|" * 19]
+              "|---|---|" + "---:|" * 19]
         for p in policies:
             m = st["runs"][p]
             name = f"**{p}**" if p in ("lp-rounding", "greedy") else p
-            L.append(f"| {name} | {_h(m['average_jct_h'])}{_charged(m)} | "
+            L.append(f"| {name} | {m.get('information', 'oracle')} | {_h(m['average_jct_h'])}{_charged(m)} | "
                      f"{_f(m.get('ratio_to_best_baseline'), '.3f')}{_charged(m)} | "
                      f"{_h(m['p95_jct_h'])} | {_h(m['makespan_h'])} | {m['gpu_utilisation_mean']:.3f} | "
                      f"{_f(m['gpu_utilisation_busy'], '.3f')} | "
@@ -622,6 +622,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-decision", action="store_true",
                     help="only the decision time at 200 active jobs, printed (no files written)")
     ap.add_argument("--verbose", action="store_true", help="log the library's warnings and info")
+    ap.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+                    help="what the scheduler is told of job lengths, for every policy alike (docs/model.md); "
+                         "default oracle")
+    ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
+                    help="--information estimate: the truth times exp(SIGMA N(0,1))")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -690,12 +695,15 @@ def main(argv: list[str] | None = None) -> int:
                 bar.set_postfix_str(f"{smp.name} {c} {p}")
                 start, cpu0 = time.perf_counter(), time.process_time()
                 r = simulate(smp.jobs, topology=topologies[c], slot_seconds=slot_seconds,
-                             policy=make_policy(p), lookahead=LOOKAHEAD, mode=MODE)
+                             policy=make_policy(p), lookahead=LOOKAHEAD, mode=MODE,
+                             information=args.information, estimate_error=args.estimate_error)
                 wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
                 t_sim += wall
                 results[p] = r
                 metrics[p], series[p] = run_metrics(r, slot_seconds, wall, cpu, busy[c])
                 metrics[p]["jct_s"] = dict(r.jct)
+                metrics[p]["information"] = r.information + (f" (sigma {r.estimate_error:g})"
+                                                             if r.information == "estimate" else "")
                 bar.update(1)
             bar.set_postfix_str(f"{smp.name} {c} bounds")
             start = time.perf_counter()

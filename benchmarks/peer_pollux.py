@@ -24,6 +24,12 @@ own simulator (``placement.traces.pollux`` converts them); it writes ``--out`` (
   own mode). Finished runs are cached in ``--cache`` (default ``.peer-cache/``) by the
   workload's content, mode, policy, the settings, the simulator's files and, for our
   policies, the project's code: a rerun only runs what changed.
+- Information (docs/model.md, "What the scheduler knows"): ``--information parity`` (the
+  default) runs our policies at each mode's peer's information, ``fixed`` and ``adaptive``
+  at ``none`` (Tiresias and Pollux know no lengths), ``tuned`` at ``oracle`` (as
+  Optimus+Oracle); ``oracle``, ``estimate`` (users' estimates: the truth times
+  exp(``--estimate-error`` N(0,1)), seeded by ``--seed``) or ``none`` run them all at that
+  level. Every run's information is in the report.
 - Bad input (a missing or wrong DIR, an unreadable workload, an unknown policy or a mode
   a peer policy cannot run in, an environment that cannot be made) is one line on stderr,
   exit 2, and nothing written.
@@ -49,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_model  # noqa: E402
 
-from placement.integrations.pollux import ARENA_OPTIONS, PEER_PACKAGES, PEER_POLICIES  # noqa: E402
+from placement.integrations.pollux import ARENA_OPTIONS, PEER_INFORMATION, PEER_PACKAGES, PEER_POLICIES  # noqa: E402
 from placement.integrations.pollux_adapter import MODES  # noqa: E402
 from placement.online.registry import POLICIES  # noqa: E402
 
@@ -60,6 +66,8 @@ DEFAULT_PLAN = {
     "tuned": ["peer:optimus", "optimus", "drf", "tetris", "greedy", "lp-rounding"],
     "adaptive": ["peer:pollux", "greedy", "lp-rounding"],
 }
+#: mode -> the information of its peer, at which ``--information parity`` runs our policies
+PARITY = {PEER_POLICIES[p]: level for p, level in PEER_INFORMATION.items()}
 #: our reimplementation of each peer policy, for the fidelity targets.
 TWINS = {"peer:tiresias": "tiresias", "peer:optimus": "optimus"}
 FIDELITY = 0.15
@@ -224,6 +232,9 @@ def run_in_peer(py: Path, sim: Path, workload: Path, mode: str, policy: str, out
     cmd = [str(py), "-m", "placement.integrations.pollux", "--simulator", str(sim), "--workload",
            str(workload), "--mode", mode, "--policy", policy, "--out", str(out),
            "--interval", str(args.interval), "--lookahead", str(args.lookahead)]
+    if policy not in PEER_POLICIES:
+        cmd += ["--information", information(args, mode), "--estimate-error", str(args.estimate_error),
+                "--seed", str(args.seed)]
     if sys.stderr.isatty():
         cmd.append("--progress")
     p = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
@@ -235,6 +246,11 @@ def run_in_peer(py: Path, sim: Path, workload: Path, mode: str, policy: str, out
     return json.loads(out.read_text())
 
 
+def information(args: argparse.Namespace, mode: str) -> str:
+    """What our policies are told in ``mode``: the peer's information under ``parity``."""
+    return PARITY[mode] if args.information == "parity" else args.information
+
+
 def replay(workload: Path, sim: Path, mode: str, policy: str, args: argparse.Namespace) -> dict[str, Any]:
     """The same workload and policy in our own simulator (MODEL.md's progress)."""
     from placement.simulate import simulate
@@ -243,7 +259,8 @@ def replay(workload: Path, sim: Path, mode: str, policy: str, args: argparse.Nam
     policy_obj = POLICIES[policy](**ARENA_OPTIONS.get(policy, {}))
     start = time.perf_counter()
     r = simulate(jobs, topology=pollux_cluster(), policy=policy_obj, slot_seconds=args.interval,
-                 resources=("gpu",), lookahead=args.lookahead)
+                 resources=("gpu",), lookahead=args.lookahead, information=information(args, mode),
+                 estimate_error=args.estimate_error, seed=args.seed)
     return {"workload": workload.stem, "mode": mode, "policy": policy, "average_jct": r.average_jct,
             "unfinished": list(r.unfinished), "makespan": r.makespan,
             "decision_median_s": r.decision_time["median"], "wall_s": time.perf_counter() - start,
@@ -346,14 +363,15 @@ def markdown(doc: dict[str, Any]) -> str:
             peer = next((r for r in rs if r["policy"] in PEER_POLICIES), None)
             L += [f"## {wl}, mode `{mode}`", "",
                   "| policy | avg JCT (s) | / " + (f"`{peer['policy']}`" if peer else "peer") +
-                  " | unfinished | makespan (s) | restarts | decision median (ms) | p95 (ms) | wall (s) | "
-                  "our simulator: avg JCT (s) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  " | information | unfinished | makespan (s) | restarts | decision median (ms) | p95 (ms) | "
+                  "wall (s) | our simulator: avg JCT (s) |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
             for r in sorted(rs, key=lambda r: (r["average_jct"] is None, r["average_jct"] or 0)):
                 rel = (f"{r['average_jct'] / peer['average_jct']:.3f}" if peer and r["average_jct"]
                        and peer["average_jct"] and not r["unfinished"] and not peer["unfinished"] else "-")
                 ours = rep.get(r["policy"])
                 mark = " \u2020" if r["unfinished"] else ""
-                L.append(f"| `{r['policy']}` | {_s(r['average_jct'])}{mark} | {rel} | {len(r['unfinished'])} | "
+                L.append(f"| `{r['policy']}` | {_s(r['average_jct'])}{mark} | {rel} | {_information(r)} | "
+                         f"{len(r['unfinished'])} | "
                          f"{_s(r['makespan'])} | {r['restarts']} | {r['decision_median_s'] * 1e3:.1f} | "
                          f"{r['decision_p95_s'] * 1e3:.1f} | {r['wall_s']:.0f} | "
                          f"{_s(ours['average_jct']) if ours else '-'} |")
@@ -373,8 +391,13 @@ def markdown(doc: dict[str, Any]) -> str:
           "their batch size; speed as a table of the traces' rates per worker count, local and "
           "by machines spanned; JCT counted in whole 60-s slots from the slot of submission), so "
           "its averages differ from the peer's; what should agree is the order of the policies.",
-          "- Clairvoyance: our `greedy`, `lp-rounding`, `optimus`, `drf` and `tetris` see each "
-          "job's remaining work and its speed table: the true speed in `fixed` and `tuned` modes, "
+          "- Information: the column says what each run's policy was told of job lengths "
+          "(docs/model.md, 'What the scheduler knows'): `oracle` the true remaining work, "
+          "`estimate` a user's estimate corrected by the jobs that finished, `none` only what a job "
+          "has done and the sizes of finished jobs; a peer's is its paper's (Tiresias and Pollux "
+          "`none`, Optimus+Oracle `oracle`). A comparison is at parity only where the two match.",
+          "- Speed: our `greedy`, `lp-rounding`, `optimus`, `drf` and `tetris` see each "
+          "job's speed table, and at `oracle` its remaining work: the true speed in `fixed` and `tuned` modes, "
           "as the peer's Optimus+Oracle does, and in `adaptive` mode the speedup the peer's Pollux "
           "has fitted (times the true one-GPU rate), with each job's useful GPU count from the "
           "traces and no exploration cap (docs/online.md, 'The GPU count of an adaptive job': "
@@ -383,6 +406,14 @@ def markdown(doc: dict[str, Any]) -> str:
           "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
           ""]
     return "\n".join(L)
+
+
+def _information(run: dict[str, Any]) -> str:
+    """What the run's policy knew of job lengths (a peer: its paper's; a cached run of an
+    earlier version without the field: ``oracle``, all ours were then)."""
+    level = run.get("information") or "oracle"
+    sigma = run.get("estimate_error") or 0
+    return f"{level} (sigma {sigma:g})" if level == "estimate" else level
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
@@ -427,6 +458,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=int, default=60, help="scheduling interval (s)")
     ap.add_argument("--lookahead", type=int, default=8, help="our policies' look-ahead (slots)")
     ap.add_argument("--no-replay", action="store_true", help="skip the replays in our simulator")
+    ap.add_argument("--information", choices=("parity", "oracle", "estimate", "none"), default="parity",
+                    help="what our policies are told of job lengths: each peer's own (parity, the "
+                         "default: fixed and adaptive none, tuned oracle), or one level for every mode")
+    ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
+                    help="--information estimate: users' estimates are the truth times exp(SIGMA N(0,1))")
+    ap.add_argument("--seed", type=int, default=0, help="the estimates' seed")
     ap.add_argument("--jobs", type=int, default=1,
                     help="runs at once (default 1: decision times are measured on a quiet machine)")
     args = ap.parse_args(argv)
@@ -436,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
         sim = Path(args.simulator)
         check_simulator(sim)
         workloads = [Path(w) for w in args.workload]
+        if not (args.estimate_error >= 0 and args.estimate_error < float("inf")) or args.seed < 0:
+            raise BadInput(f"--estimate-error must be a finite number >= 0 and --seed >= 0, got "
+                           f"{args.estimate_error} and {args.seed}")
         if args.interval < 1 or args.lookahead < 1:
             raise BadInput(f"--interval and --lookahead must be >= 1, got {args.interval} and {args.lookahead}")
         stems = [w.stem for w in workloads]
@@ -467,12 +507,13 @@ def main(argv: list[str] | None = None) -> int:
         w, mode, policy = task
         wv = hashlib.sha256(contents[w]).hexdigest()
         who = "peer:" + run_v if policy in PEER_POLICIES else code_v
-        key = cache_key("run", wv, mode, policy, who, sim_v, str(args.interval), str(args.lookahead))
+        told = ("peer",) if policy in PEER_POLICIES else (information(args, mode), str(args.estimate_error), str(args.seed))
+        key = cache_key("run", wv, mode, policy, who, sim_v, str(args.interval), str(args.lookahead), *told)
         r, hit = cached(cache, key, lambda tmp: run_in_peer(py, sim, w, mode, policy, tmp, args))
         r["workload"] = w.stem
         rr = None
         if not args.no_replay and mode in REPLAY_MODES and policy not in PEER_POLICIES:
-            key = cache_key("replay", wv, mode, policy, code_v, sim_v, str(args.interval), str(args.lookahead))
+            key = cache_key("replay", wv, mode, policy, code_v, sim_v, str(args.interval), str(args.lookahead), *told)
             rr, _ = cached(cache, key, lambda tmp: replay(w, sim, mode, policy, args))
             rr["workload"] = w.stem
         bar.update(1)

@@ -260,6 +260,8 @@ class PolluxAdapter:
         Pollux's profile of it changes (its batch adapts, so the count grows with the
         gradient noise), never below a count it was given (no job loses workers to a
         re-count)."""
+        if self.mode == "adaptive" and self.information != "oracle":
+            return self._fitted_count(name, info, sim_job, per_node)
         if self.mode == "adaptive":
             key: tuple = (replica_limit(info, sim_job), sim_job.epoch, len(sim_job.profile))
         else:
@@ -271,6 +273,25 @@ class PolluxAdapter:
             if found is not None and self.mode == "adaptive":
                 count = min(key[0], max(count, found[1]))  # never below a count already given
             found = self._useful[name] = (key, count)
+        return found[1]
+
+
+    def _fitted_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
+        """Below ``oracle`` in ``adaptive`` mode, the GPU count from what Pollux's JobInfo
+        exposes, as Pollux itself knows it: ``useful_count`` of its fitted speedup on the fewest
+        machines, up to its ``max_replicas`` (its exploration cap); the cap itself before the
+        speedup is fitted."""
+        cap = offered_replicas(info)
+        if info.speedup_fn is None or sim_job.perf_params is None:
+            return cap
+        key = (cap, tuple(float(x) for x in sim_job.perf_params), sim_job.epoch)  # refit as the job trains
+        found = self._useful.get(name)
+        if found is None or found[0] != key:
+            where = [packed(w, per_node) for w in range(1, cap + 1)]
+            speedup = np.asarray(info.speedup_fn(np.array([len(p) for p in where]),
+                                                 np.array([sum(p) for p in where])), dtype=float).reshape(-1)
+            rates = [float(s) if math.isfinite(s) and s > 0 else None for s in speedup]
+            found = self._useful[name] = (key, useful_count(rates) if rates[0] else cap)
         return found[1]
 
 

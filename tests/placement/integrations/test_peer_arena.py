@@ -505,3 +505,38 @@ def test_benchmark_names_a_python_that_cannot_run_the_simulator(tmp_path, capsys
     code, err = _bench(tmp_path, capsys, "--simulator", str(SIMULATOR), "--workload", str(wl))
     # this interpreter (the project's own environment) has numpy>=2 or no pymoo
     assert code == 2 and "--peer-python" in err and "cannot run the simulator" in err
+
+
+@pytest.mark.parametrize("mode, information", [("fixed", "none"), ("fixed", "estimate"), ("adaptive", "none")])
+def test_our_policies_run_at_the_peers_information(tmp_path, mode, information):
+    """Below oracle the adapter hands the scheduler no true length (it plans from the sizes of
+    finished jobs, or a seeded estimate) and, in adaptive mode, the GPU count from Pollux's
+    own JobInfo: the run completes with valid allocations and says what it knew."""
+    py = _needs_peer()
+    workload = tmp_path / "tables.csv"
+    workload.write_text(TABLES)
+    out = tmp_path / "run.json"
+    p = subprocess.run([str(py), "-m", "placement.integrations.pollux", "--simulator", str(SIMULATOR),
+                        "--workload", str(workload), "--mode", mode, "--policy", "lp-rounding", "--out", str(out),
+                        "--information", information, "--estimate-error", "1", "--seed", "3"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads(out.read_text())
+    assert run["information"] == information and run["estimate_error"] == 1.0
+    assert sorted(run["jcts"]) == ["bert-0", "bert-2", "ncf-1"] and not run["unfinished"]
+    assert run["drops"] == 0 and run["decisions"] > 0
+
+
+def test_information_is_for_our_policies_only(tmp_path):
+    from placement.integrations.pollux import run
+    with pytest.raises(PeerError, match="--information is for our policies"):
+        run(SIMULATOR, tmp_path / "w.csv", "fixed", "peer:tiresias", information="none")
+
+
+def test_the_benchmark_runs_our_policies_at_each_peers_information():
+    assert peer_pollux.PARITY == {"fixed": "none", "tuned": "oracle", "adaptive": "none"}
+    args = peer_pollux.argparse.Namespace(information="parity")
+    assert [peer_pollux.information(args, m) for m in ("fixed", "tuned", "adaptive")] == ["none", "oracle", "none"]
+    args.information = "estimate"
+    assert peer_pollux.information(args, "tuned") == "estimate"
