@@ -58,6 +58,7 @@ from placement.bounds.pooled_bound import AverageJctBounds, average_jct_bounds
 from placement.model.cluster_spec import parse_cluster
 from placement.model.instance import Job
 from placement.online.baselines import BASELINES
+from placement.online.knowledge import INFORMATION, information_label
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.registry import POLICIES, make_policy
 from placement.online.scheduler import OnlineScheduler
@@ -622,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-decision", action="store_true",
                     help="only the decision time at 200 active jobs, printed (no files written)")
     ap.add_argument("--verbose", action="store_true", help="log the library's warnings and info")
-    ap.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+    ap.add_argument("--information", choices=INFORMATION, default="oracle",
                     help="what the scheduler is told of job lengths, for every policy alike (docs/model.md); "
                          "default oracle")
     ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
@@ -702,8 +703,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[p] = r
                 metrics[p], series[p] = run_metrics(r, slot_seconds, wall, cpu, busy[c])
                 metrics[p]["jct_s"] = dict(r.jct)
-                metrics[p]["information"] = r.information + (f" (sigma {r.estimate_error:g})"
-                                                             if r.information == "estimate" else "")
+                metrics[p]["information"] = information_label(r.information, r.estimate_error)
                 bar.update(1)
             bar.set_postfix_str(f"{smp.name} {c} bounds")
             start = time.perf_counter()

@@ -57,6 +57,7 @@ from machine import cpu_model  # noqa: E402
 
 from placement.integrations.pollux import ARENA_OPTIONS, PEER_INFORMATION, PEER_PACKAGES, PEER_POLICIES  # noqa: E402
 from placement.integrations.pollux_adapter import MODES  # noqa: E402
+from placement.online.knowledge import INFORMATION, information_label  # noqa: E402
 from placement.online.registry import POLICIES  # noqa: E402
 
 #: mode -> policies, the issue's arena: each peer beside our reimplementation of it,
@@ -411,9 +412,7 @@ def markdown(doc: dict[str, Any]) -> str:
 def _information(run: dict[str, Any]) -> str:
     """What the run's policy knew of job lengths (a peer: its paper's; a cached run of an
     earlier version without the field: ``oracle``, all ours were then)."""
-    level = run.get("information") or "oracle"
-    sigma = run.get("estimate_error") or 0
-    return f"{level} (sigma {sigma:g})" if level == "estimate" else level
+    return information_label(run.get("information") or "oracle", run.get("estimate_error") or 0)
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
@@ -458,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=int, default=60, help="scheduling interval (s)")
     ap.add_argument("--lookahead", type=int, default=8, help="our policies' look-ahead (slots)")
     ap.add_argument("--no-replay", action="store_true", help="skip the replays in our simulator")
-    ap.add_argument("--information", choices=("parity", "oracle", "estimate", "none"), default="parity",
+    ap.add_argument("--information", choices=("parity", *INFORMATION), default="parity",
                     help="what our policies are told of job lengths: each peer's own (parity, the "
                          "default: fixed and adaptive none, tuned oracle), or one level for every mode")
     ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placement.online.knowledge import INFORMATION
+
 if TYPE_CHECKING:
     from placement.simulate.result import SimulationResult
 
@@ -49,7 +51,7 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="reoptimise", choices=["reoptimise", "commit"])
     p.add_argument("--horizon", type=int, default=None, help="cap on simulated slots")
     p.add_argument("--noise", type=float, default=0.0, help="progress lag of the cluster's truth (0..1)")
-    p.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+    p.add_argument("--information", choices=INFORMATION, default="oracle",
                    help="what the scheduler is told of job lengths: the truth (oracle, the default), a "
                         "user's estimate, or nothing but the sizes of finished jobs (docs/model.md)")
     p.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.integrations.pollux_adapter import DEFAULT_SOURCE, MODES, SOURCES, PeerError, make_adapter
+from placement.online.knowledge import INFORMATION
 from placement.online.registry import POLICIES
 
 __all__ = ["ARENA_OPTIONS", "PEER_PACKAGES", "PEER_POLICIES", "load_simulator", "main",
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="where our policies' speed tables come from: the traces (progress rate "
                          "on each placement) or the JobInfo's speedup_fn; default "
                          + ", ".join(f"{m}: {s}" for m, s in DEFAULT_SOURCE.items()))
-    ap.add_argument("--information", choices=("oracle", "estimate", "none"), default="oracle",
+    ap.add_argument("--information", choices=INFORMATION, default="oracle",
                     help="what our policy is told of job lengths (docs/model.md); default oracle")
     ap.add_argument("--estimate-error", type=float, default=0.0, metavar="SIGMA",
                     help="--information estimate: the truth times exp(SIGMA N(0,1)), seeded by --seed")

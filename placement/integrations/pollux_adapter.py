@@ -81,9 +81,7 @@ measurements.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-import zlib
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -94,6 +92,7 @@ import numpy as np
 from placement.model.instance import Job
 from placement.integrations.measured_speed import (entry_placements, packed, speed_table,
                                                    useful_count)
+from placement.online.knowledge import submitted, user_estimate
 from placement.online.scheduler import OnlineScheduler
 from placement.model.speed import SpeedTable
 from placement.model.topology import Link, Machine, Switch, Topology
@@ -167,18 +166,19 @@ class PolluxAdapter:
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
             job = self._job(name, info, truth[name], t, per_node, len(nodes), open_jobs.get(name))
-            estimate = None
             if self.information == "oracle":
                 done = min(truth[name].progress, job.work_batches * (1 - 1e-6))
             else:  # the true size stays here: the scheduler plans by what it knows (docs/model.md)
-                estimate = self._estimate(name, job.work_batches) if self.information == "estimate" else None
-                job = dataclasses.replace(job, work_batches=estimate or 1.0)
                 done = float(truth[name].progress)
             if name in open_jobs:
-                sched.revise(job)
+                sched.revise(job if self.information == "oracle" else submitted(job, None))
                 self.revisions += 1
+            elif self.information == "oracle":
+                sched.submit(job)
             else:
-                sched.submit(job, estimate=estimate)
+                estimate = (user_estimate(job.work_batches, name, self.estimate_error, self.seed)
+                            if self.information == "estimate" else None)
+                sched.submit(submitted(job, estimate), estimate=estimate)
             sched.report(name, done)
         placed = sched.step(t)
         index = {f"n{k}": k for k in self._nodes}
@@ -202,14 +202,6 @@ class PolluxAdapter:
                                           lookahead=self.lookahead, slot_seconds=self.slot_seconds,
                                           information=self.information)
         return self._scheduler
-
-    def _estimate(self, name: str, work: float) -> float:
-        """A user's estimate of the job's size: the truth times exp(sigma N(0,1)), drawn from a
-        generator seeded by the run's seed and the job's name (the same job, the same estimate)."""
-        if not self.estimate_error:
-            return work
-        rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-        return work * math.exp(self.estimate_error * rng.standard_normal())
 
     # ----- one job in our model --------------------------------------------------------------
     def _job(self, name: str, info: Any, sim_job: Any, t: int, per_node: int, nodes: int,

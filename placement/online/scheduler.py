@@ -79,8 +79,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
                              f"{type(policy).__name__} has none")
         if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
             raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
-        if (isinstance(slot_seconds, bool) or not isinstance(slot_seconds, (int, float, np.number))
-                or not math.isfinite(slot_seconds) or slot_seconds <= 0):
+        if not _is_number(slot_seconds) or slot_seconds <= 0:
             raise ValueError(f"slot_seconds must be a positive number, got {slot_seconds!r}")
         self.policy = policy
         self.mode = mode
@@ -199,8 +198,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
         """
         if not isinstance(job, Job):
             raise ValueError(f"submit needs a placement Job, got {type(job).__name__}")
-        if estimate is not None and (isinstance(estimate, bool) or not isinstance(estimate, (int, float, np.number))
-                                     or not math.isfinite(estimate) or estimate <= 0):
+        if estimate is not None and (not _is_number(estimate) or estimate <= 0):
             raise ValueError(f"job {job.id!r}: estimate must be a finite number of batches > 0, got {estimate!r}")
         if label is not None and not isinstance(label, str):
             raise ValueError(f"job {job.id!r}: label must be a string, got {type(label).__name__}")
@@ -257,8 +255,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
         ValueError : no open job has this id, or ``batches_done`` is not a finite number >= 0.
         """
         entry = self._open(job_id)
-        if (isinstance(batches_done, bool) or not isinstance(batches_done, (int, float, np.number))
-                or not math.isfinite(batches_done) or batches_done < 0):
+        if not _is_number(batches_done) or batches_done < 0:
             raise ValueError(f"job {job_id!r}: batches_done must be a finite number >= 0, "
                              f"got {batches_done!r}")
         entry.done = float(batches_done)
@@ -268,7 +265,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
         active set, and the work it reported becomes a learned size."""
         entry = self._open(job_id)
         if entry.done > 0:  # learned in seconds at the job's fastest rate (placement.online.knowledge)
-            rate = fastest_rate(entry.job, self._topology)
+            rate = fastest_rate(entry.job, self._fastest_bus())
             self.sizes.add(entry.done / rate, label=entry.label,
                            estimate=None if entry.estimate is None else entry.estimate / rate)
         self._close(job_id, "finished")
@@ -336,13 +333,18 @@ class OnlineScheduler(Checkpointing, CommitMode):
     def view(self, t: int) -> View:
         """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
         active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
-        shown = [shown_job(e.job, e.done, self.information, self.sizes, self.slot_seconds, self._topology,
+        bus = self._fastest_bus() if self.information != "oracle" else 0.0
+        shown = [shown_job(e.job, e.done, self.information, self.sizes, self.slot_seconds, bus,
                            estimate=e.estimate, label=e.label) for e in active]
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
                             jobs=tuple(shown), name=f"online-t{t}")
         return View(t, instance, {job.id: e.view_state(forget=job.id in self._revised, shown=job)
                                   for e, job in zip(active, shown)}, self.lookahead, self.information)
+
+    def _fastest_bus(self) -> float:
+        """The fastest local bus of the current cluster (Gbps)."""
+        return max(m.local_gbps for m in self._topology.machines)
 
     def _drop(self, t: int, job_id: Any, reason: str) -> None:
         drop = Drop(t, str(job_id), reason)
@@ -404,3 +406,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
         if job_id in self._closed:
             return f"the job is {self._closed[job_id]}"
         return "unknown job"
+
+
+def _is_number(x: Any) -> bool:
+    """A finite real number (not a bool)."""
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and math.isfinite(x)

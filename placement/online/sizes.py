@@ -48,7 +48,8 @@ class LearnedSizes:
         self._all: list[float] = []
         self._by_label: dict[str, list[float]] = {}
         self._ratios: list[float] = []
-        self._sorted: dict[str | None, np.ndarray] = {}
+        self._sorted: dict[str | None, np.ndarray] = {}     # by label (None: every job), sorted
+        self._sorted_ratios: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._all)
@@ -65,7 +66,7 @@ class LearnedSizes:
             self._sorted.pop(label, None)
         if estimate is not None and estimate > 0:
             self._ratios.append(size / float(estimate))
-            self._sorted.pop("\0ratios", None)
+            self._sorted_ratios = None
 
     def sizes(self, label: str | None = None) -> np.ndarray:
         """The samples a job of ``label`` is judged by, sorted: its class's once there are
@@ -83,9 +84,9 @@ class LearnedSizes:
         ``estimate``, the estimate times each observed size / estimate ratio (the estimate
         itself before any ratio is known); else the samples of its class (or of all jobs)."""
         if estimate is not None:
-            if "\0ratios" not in self._sorted:
-                self._sorted["\0ratios"] = np.sort(np.array(self._ratios, dtype=float))
-            ratios = self._sorted["\0ratios"]
+            if self._sorted_ratios is None:
+                self._sorted_ratios = np.sort(np.array(self._ratios, dtype=float))
+            ratios = self._sorted_ratios
             return _above(estimate * ratios if len(ratios) else np.array([float(estimate)]), attained)
         return _above(self.sizes(label), attained)
 

@@ -20,7 +20,6 @@ truth: the result keeps both, and the violations.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -33,7 +32,7 @@ from placement.model import limits
 from placement.model.evaluate import evaluate
 from placement.model.instance import COMPLETE, Instance, InstanceError, Job
 from placement.online.policy import CommittingPolicy, Policy, TaskDict
-from placement.online.knowledge import INFORMATION
+from placement.online.knowledge import INFORMATION, submitted, user_estimate
 from placement.online.scheduler import OnlineScheduler
 from placement.model.progress import ProgressTracker
 from placement.model.schedule import Allocation, Schedule
@@ -140,14 +139,6 @@ def simulate(instance_or_jobs: Instance | Iterable[Job], *, topology: Topology |
     return run.result()
 
 
-def _estimates(jobs: list[Job], sigma: float, seed: int) -> dict[str, float]:
-    """Users' estimates of each job's size: the truth times a seeded lognormal error (a
-    generator of its own, so progress noise draws the same numbers with or without it)."""
-    rng = np.random.default_rng([seed, 1])
-    factors = np.exp(sigma * rng.standard_normal(len(jobs))) if sigma else np.ones(len(jobs))
-    return {job.id: float(job.work_batches * f) for job, f in zip(jobs, factors)}
-
-
 class _Cluster:
     """Every machine that ever took part (removed ones stay), for the executed schedule's
     instance, and the definitions needed to repair a removed machine."""
@@ -200,7 +191,8 @@ class _Run:
         self.sched = OnlineScheduler(topology, resources=resources, policy=policy, lookahead=lookahead,
                                      slot_seconds=slot_seconds, mode=mode, information=information)
         self.estimate_error = estimate_error
-        self.estimates = _estimates(jobs, estimate_error, seed) if information == "estimate" else {}
+        self.estimates = ({j.id: user_estimate(j.work_batches, j.id, estimate_error, seed) for j in jobs}
+                          if information == "estimate" else {})
         self.model = ProgressTracker(self._instance(cap))   # MODEL.md progress of the executed tasks
         self.truth: dict[str, float] = {}
         self.completion: dict[str, int] = {}
@@ -238,7 +230,7 @@ class _Run:
             self.sched.submit(job)
             return
         estimate = self.estimates.get(job.id)
-        self.sched.submit(dataclasses.replace(job, work_batches=estimate or 1.0), estimate=estimate)
+        self.sched.submit(submitted(job, estimate), estimate=estimate)
 
     def _apply_events(self, t: int) -> None:
         for e in self.events.get(t, ()):

@@ -13,6 +13,7 @@ import numpy as np
 from placement.model.evaluate import Report, Violation
 from placement.model.instance import Instance
 from placement.model.schedule import Schedule
+from placement.online.knowledge import information_label
 from placement.simulate.events import Event
 
 __all__ = ["SimulationResult"]
@@ -119,8 +120,8 @@ class SimulationResult:
             f"(acceptance rate {self.acceptance_rate:.3f}); their average JCT "
             f"{_g(self.admitted_average_jct)} s; total admitted utility {_g(self.admitted_utility)}"]
         return "\n".join([
-            f"policy            {self.policy} ({self.mode}; information {self.information}"
-            + (f", estimate error sigma {self.estimate_error:g}" if self.information == "estimate" else "") + ")",
+            f"policy            {self.policy} ({self.mode}; information "
+            f"{information_label(self.information, self.estimate_error)})",
             f"jobs              {len(self.jct)} ({len(self.unfinished)} unfinished) in {self.slots} slots",
             f"average JCT       {self.average_jct:.6g} s (all jobs{charged}; p95 {self.p95_jct:.6g} s)",
             *admission,
