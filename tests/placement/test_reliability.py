@@ -143,12 +143,15 @@ def test_ctrl_c_while_the_arguments_are_parsed_is_one_line(capsys, monkeypatch):
 
 
 def test_ctrl_c_during_the_exact_solver_writes_nothing(tmp_path):
-    generate(jobs=30, cluster="racks:2x4", seed=1).save(tmp_path / "i.json")
+    # load 3: the greedy start does not meet the bound, so HiGHS runs to the 30 s limit (was load 1:
+    # the start met the bound and the command ended in about a second, before the signal)
+    generate(jobs=30, cluster="racks:2x4", load=3.0, seed=1).save(tmp_path / "i.json")
     p = subprocess.Popen([sys.executable, "-m", "placement.cli", "solve", str(tmp_path / "i.json"), "--solver",
                           "exact", "--time-limit", "30", "--out", str(tmp_path / "o" / "s.json"), "--plot",
                           str(tmp_path / "o" / "s.png")], cwd=ROOT, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     time.sleep(1.5)   # started up, inside HiGHS (earlier, the outcome must be the same)
+    assert p.poll() is None, "the command ended before the signal: the instance is too easy"
     sent = time.perf_counter()
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
