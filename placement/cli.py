@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="write a random instance built from measured model profiles")
     p.add_argument("--jobs", type=int, required=True, help="number of jobs")
-    p.add_argument("--cluster", default="racks:2x4", help="star:N, racks:RxM or pai:N (default racks:2x4)")
+    p.add_argument("--cluster", default="racks:2x4", help="star:N, racks:RxM, pai:N or an instance file (its topology; default racks:2x4)")
     p.add_argument("--horizon", type=int, default=None, help="slots (default: long enough to finish)")
     p.add_argument("--slot-seconds", type=float, default=300, help="slot length (default 300)")
     p.add_argument("--load", type=float, default=1.0, help="arrival intensity (default 1.0)")

@@ -35,7 +35,7 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling and progress-noise seed")
     p.add_argument("--philly-path", default=None, help="philly.csv (default: $PLACEMENT_PHILLY or ../shared)")
     p.add_argument("--time-scale", type=float, default=1.0, help="philly: compress inter-arrival gaps")
-    p.add_argument("--cluster", default=None, help="racks:RxM, star:N or pai:N (default: the instance's; "
+    p.add_argument("--cluster", default=None, help="racks:RxM, star:N, pai:N or an instance file (default: the instance's; "
                    "pollux: 16 machines x 4 GPUs, no network limit)")
     p.add_argument("--policy", action="append", default=None,
                    help="policy name (repeatable) or 'all'; default lp-rounding")

@@ -1,5 +1,7 @@
 """Cluster specs: the one-word clusters of the command line (``racks:2x4``, ``star:8@10``,
-``pai:50``) parsed into a :class:`~placement.model.topology.Topology`.
+``pai:50``), or the path of an instance file (any instance: its topology, e.g. a skeleton
+written by ``placement import-topology``), parsed into a
+:class:`~placement.model.topology.Topology`.
 
 Kept apart from :mod:`placement.traces.generate` because the command line's ``simulate``, the
 benchmarks and the tests name clusters this way without generating anything.
@@ -21,24 +23,31 @@ from __future__ import annotations
 import math
 import re
 
+from pathlib import Path
+
 from placement.model import clusters
 from placement.model import limits
+from placement.model.instance import Instance
+from placement.model.strict_json import FileFormatError
 from placement.model.topology import Topology
 
 __all__ = ["parse_cluster", "tidy"]
 
-_KINDS = "star:N[@LINK], racks:RxM[@MACHINE/RACK] or pai:N"
+_KINDS = "star:N[@LINK], racks:RxM[@MACHINE/RACK], pai:N or an instance file"
 
 
 def parse_cluster(spec: str) -> Topology:
     """Build the cluster named by ``spec`` (grammar in the module docstring), so a command
-    line can say ``racks:2x4@25/100,gpu=4`` instead of writing a topology file."""
+    line can say ``racks:2x4@25/100,gpu=4`` instead of writing a topology file, or name a
+    file (an instance, or an imported cluster's skeleton) and take its topology."""
     if not isinstance(spec, str):
         raise ValueError(f"cluster spec must be a string like 'racks:2x4', got {spec!r}")
     head, *options = spec.strip().split(",")
     kind, colon, size = head.partition(":")
     size, at, speeds = size.partition("@")
     if not colon or kind not in ("star", "racks", "pai"):
+        if spec.endswith(".json") or Path(spec).is_file():
+            return _from_file(spec)
         raise ValueError(f"cluster {spec!r}: unknown kind {kind!r}; expected {_KINDS}")
     if kind == "pai":
         if at or options:
@@ -70,6 +79,16 @@ def parse_cluster(spec: str) -> Topology:
                              f"e.g. racks:2x4@25/100")
         kwargs["machine_gbps"], kwargs["rack_gbps"] = _gbps(spec, machine), _gbps(spec, rack)
     return clusters.racks(n_racks, per_rack, **kwargs)
+
+
+def _from_file(path: str) -> Topology:
+    """The topology of the instance file at ``path``; its errors name the file and place."""
+    if not Path(path).is_file():
+        raise ValueError(f"cluster {path!r}: no such file (a cluster is {_KINDS})")
+    try:
+        return Instance.load(path).topology
+    except FileFormatError as exc:
+        raise ValueError(str(exc) if exc.path == path else f"{path}: {exc}") from None
 
 
 def _count(spec: str, text: str, what: str, limited: bool = True) -> int:

@@ -73,6 +73,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from pathlib import Path
 from dataclasses import dataclass
 from importlib import resources as package_files
 
@@ -214,7 +215,9 @@ def generate(*, jobs: int, cluster: str = "racks:2x4", horizon: int | None = Non
 
 
 def default_name(cluster: str, jobs: int, seed: int) -> str:
-    """A file-friendly name such as ``racks2x4-25-100-gpu4_j20_s3``."""
+    """A file-friendly name such as ``racks2x4-25-100-gpu4_j20_s3`` (a cluster file: its stem)."""
+    if cluster.endswith(".json") or Path(cluster).is_file():
+        cluster = Path(cluster).stem
     tag = re.sub(r"[^A-Za-z0-9.]+", "-", re.sub("[:=]", "", cluster)).strip("-")
     return f"{tag}_j{jobs}_s{seed}"
 
