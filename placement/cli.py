@@ -21,6 +21,7 @@ try:    # Ctrl-C while the command starts up: the same one line as later, no tra
 
     from placement import __version__, deadline
     from placement.model import limits
+    from placement.cli_managers import add_import_topology, add_serve
     from placement.cli_simulate import (ExecutorUnavailable, add_simulate_arguments, bound_lines, partitions_on,
                                         simulation_input)
     from placement.model.evaluate import evaluate
@@ -360,9 +361,22 @@ def build_parser() -> argparse.ArgumentParser:
                    "rows (reported by line) and solve their instances again; without it such a file stops the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_batch)
+
+    for add in (add_import_topology, add_serve):   # cli_managers.py: ValueError is bad input
+        p = add(sub)
+        p.set_defaults(run=_bad_input_on_value_error(p.get_default("run")))
     for p in sub.choices.values():
         _limit_flags(p)
     return parser
+
+
+def _bad_input_on_value_error(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def checked(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    return checked
 
 
 def _limit_flags(p: argparse.ArgumentParser) -> None:

@@ -99,9 +99,9 @@ FLOORS = [
     ("placement.formulation",),
     ("placement.chain",),
     ("placement.online", "placement.bounds"),
-    ("placement.offline", "placement.simulate", "placement.integrations"),
+    ("placement.offline", "placement.simulate", "placement.integrations", "placement.managers", "placement.serve"),
     ("placement.traces", "placement.batch"),
-    ("placement.cli", "placement.cli_simulate", "placement.__main__", "placement"),
+    ("placement.cli", "placement.cli_simulate", "placement.cli_managers", "placement.__main__", "placement"),
 ]
 #: the longest chain of imports, in modules (``__main__`` included): 12 floors
 MOST_FLOORS = 12
