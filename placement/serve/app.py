@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from placement.serve import bodies, views
+from placement.serve import bodies, extender, views
 from placement.serve.body_limit import MAX_BODY_BYTES, BodyLimit
 from placement.serve.errors import Rejected
 from placement.serve.service import Service
@@ -115,6 +115,19 @@ def create_app(service: Service, max_body_bytes: int = MAX_BODY_BYTES) -> FastAP
         stepped = await run_in_threadpool(service.step, body.t)
         timing = f"step;dur={stepped.decide_seconds * 1e3:.3f}, checkpoint;dur={stepped.checkpoint_seconds * 1e3:.3f}"
         return JSONResponse(stepped.body, headers={"Server-Timing": timing})
+
+    @app.post("/extender/filter", tags=["extender"], responses=_ERRORS)
+    async def extender_filter(request: Request) -> JSONResponse:
+        """kube-scheduler extender ``filter``: a pod labelled ``placement/job: J`` passes only the
+        nodes of J's allocation in the last step (ExtenderArgs in, ExtenderFilterResult out)."""
+        args = bodies.json_body(await request.body(), request.headers.get("content-type"))
+        return JSONResponse(extender.filter_nodes(service.document, args))
+
+    @app.post("/extender/prioritize", tags=["extender"], responses=_ERRORS)
+    async def extender_prioritize(request: Request) -> JSONResponse:
+        """kube-scheduler extender ``prioritize``: J's nodes scored by its tasks there, 0..10."""
+        args = bodies.json_body(await request.body(), request.headers.get("content-type"))
+        return JSONResponse(extender.prioritize(service.document, args))
 
     return app
 

@@ -103,11 +103,7 @@ def parse(raw: bytes, content_type: str | None, model: type[M], *, empty_ok: boo
     model's fields (module docstring). ``empty_ok``: no body at all is the model's defaults."""
     if not raw.strip() and empty_ok:
         return model()
-    media = (content_type or "").split(";")[0].strip().lower()
-    if media != "application/json" and not media.endswith("+json"):
-        raise Rejected(415, f"send the body as JSON (Content-Type: application/json), got "
-                       f"{(content_type or 'no Content-Type')[:60]!r}")
-    value = loads(raw)
+    value = json_body(raw, content_type)
     try:
         return model.model_validate(value)
     except ValidationError as exc:
@@ -117,6 +113,15 @@ def parse(raw: bytes, content_type: str | None, model: type[M], *, empty_ok: boo
             where = join(where, key)
         raise Rejected(422, f"{where}: {_message(error, model)}" if where else _message(error, model),
                        where or None) from None
+
+
+def json_body(raw: bytes, content_type: str | None) -> Any:
+    """The body as strict JSON (:func:`loads`): 415 unless its Content-Type is JSON."""
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise Rejected(415, f"send the body as JSON (Content-Type: application/json), got "
+                       f"{(content_type or 'no Content-Type')[:60]!r}")
+    return loads(raw)
 
 
 def _message(error: Mapping[str, Any], model: type[BaseModel]) -> str:

@@ -255,7 +255,7 @@ def test_openapi_lists_every_endpoint_and_body(open_service, client_of):
     assert routes == {("GET", "/healthz"), ("GET", "/state"), ("GET", "/cluster"), ("GET", "/jobs/{job_id}"),
                       ("POST", "/jobs"), ("PUT", "/jobs/{job_id}"), ("POST", "/jobs/{job_id}/progress"),
                       ("DELETE", "/jobs/{job_id}"), ("POST", "/machines"), ("DELETE", "/machines/{machine_id}"),
-                      ("POST", "/step")}
+                      ("POST", "/step"), ("POST", "/extender/filter"), ("POST", "/extender/prioritize")}
     schema = spec["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert set(schema["properties"]) == {"job", "estimate", "label"} and schema["additionalProperties"] is False
 
