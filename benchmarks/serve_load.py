@@ -300,7 +300,7 @@ def main() -> None:
         say("# `placement serve` under load\n")
         say(f"Command: `python benchmarks/serve_load.py {' '.join(sys.argv[1:])}` on {datetime.now():%Y-%m-%d}, "
             f"commit {_git('rev-parse', '--short', 'HEAD')}"
-            + (" plus the uncommitted serve work" if _git("status", "--porcelain", "--", "placement") else ""))
+            + (" plus uncommitted changes under placement/" if _git("status", "--porcelain", "--", "placement") else ""))
         say(f"\n{cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, FastAPI "
             f"{metadata.version('fastapi')}, uvicorn {metadata.version('uvicorn')}, httpx {metadata.version('httpx')}; "
             f"server and clients on the same machine (127.0.0.1), cluster {CLUSTER} (64 GPUs)\n")
