@@ -49,7 +49,10 @@ def add_import_topology(sub: argparse._SubParsersAction) -> argparse.ArgumentPar
 
 
 def run_import_topology(args: argparse.Namespace) -> int:
-    from placement.managers import Tiers, import_topology
+    try:
+        from placement.managers import Tiers, import_topology
+    except ModuleNotFoundError as exc:
+        raise ValueError(_missing_extra(exc)) from None
 
     check_outputs({"--out": args.out}, [f for f in (args.file, args.nodes, args.topology) if f])
     try:
@@ -58,9 +61,12 @@ def run_import_topology(args: argparse.Namespace) -> int:
         raise ValueError(f"--gbps: expected link speeds in Gbps separated by commas, got {args.gbps!r}") from None
     tiers = Tiers(gbps=gbps, local_gbps=args.local_gbps)
     levels = [x for x in args.levels.split(",") if x] if args.levels else None
-    skeleton = import_topology(args.kind, args.file, nodes=args.nodes, levels=levels,
-                               kueue_topology=args.topology, tiers=tiers,
-                               name=args.name or Path(args.file).stem)
+    try:
+        skeleton = import_topology(args.kind, args.file, nodes=args.nodes, levels=levels,
+                                   kueue_topology=args.topology, tiers=tiers,
+                                   name=args.name or Path(args.file).stem)
+    except ModuleNotFoundError as exc:   # the kubernetes client, imported when a quantity is read
+        raise ValueError(_missing_extra(exc)) from None
     topo = skeleton.topology
     if args.out:
         write_text(args.out, json_text(skeleton.to_dict()))
@@ -70,6 +76,11 @@ def run_import_topology(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(skeleton.to_dict(), indent=1))
     return 0
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> str:
+    return (f"placement import-topology needs the [managers] extra ({exc.name} is not installed): "
+            'pip install "placement[managers]"')
 
 
 def add_serve(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -3,6 +3,7 @@ its skeleton drives generate and simulate, and every bad input is one located li
 code 2 and nothing written."""
 import json
 import re
+import sys
 
 import pytest
 
@@ -138,3 +139,14 @@ def test_every_bad_input_is_one_located_line_exit_2_and_nothing_written(capsys, 
 def test_each_shipped_description_imports_alone(capsys, tmp_path, argv):
     code, stdout, err = run(capsys, "import-topology", *argv, "--out", tmp_path / "c.json")
     assert code == 0 and stdout.endswith(": 16 machines, 7 switches, depth 3, 128 GPUs\n")
+
+
+def test_a_missing_extra_is_one_line_naming_it(capsys, tmp_path, monkeypatch):
+    """Installed without [managers]: the kubernetes client is imported when a quantity is read
+    (was: a ModuleNotFoundError traceback)."""
+    monkeypatch.setitem(sys.modules, "kubernetes.utils.quantity", None)
+    out = tmp_path / "c.json"
+    code, _, err = run(capsys, "import-topology", *KUEUE, "--out", out)
+    assert code == 2 and err == ("placement: error: placement import-topology needs the [managers] extra "
+                                 "(kubernetes.utils.quantity is not installed): pip install \"placement[managers]\"\n")
+    assert not out.exists()
