@@ -112,12 +112,34 @@ def pairs(text: str, where: Where) -> dict[str, tuple[str, str]]:
     return out
 
 
-def expand(value: str, key: str, where: Where) -> list[str]:
-    """The names of a hostlist expression (``tux[0-3,12]``), by python-hostlist."""
-    try:
-        return hostlist.expand_hostlist(value)
-    except hostlist.BadHostlist as exc:
-        where.fail(f"{key}={value}: not a hostlist expression ({exc})")
+def expand(value: str, key: str, where: Where, most: int) -> list[str]:
+    """The names of a hostlist expression (``tux[0-3,12]``), by python-hostlist, refused as
+    soon as they pass ``most``: python-hostlist caps each bracketed range at 100,000 names,
+    not a list of many such ranges, so the list is expanded one top-level piece at a time
+    (a few hundred bytes must not stand for gigabytes of names)."""
+    names: dict[str, None] = {}
+    for piece in _pieces(value):
+        try:
+            names.update(dict.fromkeys(hostlist.expand_hostlist(piece)))
+        except hostlist.BadHostlist as exc:
+            where.fail(f"{key}={value}: not a hostlist expression ({exc})")
+        if len(names) > most:
+            lim = limits.MACHINES
+            where.fail(f"{key}= lists more than {most} names (raise the machine limit with {lim.env} or "
+                       f"{lim.flag}; {limits.DOC})")
+    return list(names)
+
+
+def _pieces(value: str) -> list[str]:
+    """A hostlist split at its top-level commas (``a[1,2],b`` -> ``a[1,2]``, ``b``)."""
+    pieces, depth, start = [], 0, 0
+    for i, c in enumerate(value):
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            pieces.append(value[start:i])
+            start = i + 1
+    pieces.append(value[start:])
+    return pieces
 
 
 class _Lists:
@@ -132,9 +154,9 @@ class _Lists:
 
     def expand(self, key: str, value: str, where: Where) -> list[str]:
         if value not in self.seen:
-            self.seen[value] = expand(value, key, where)
-            self.names += len(self.seen[value])
             top = limits.value(limits.MACHINES)
+            self.seen[value] = expand(value, key, where, 2 * top)
+            self.names += len(self.seen[value])
             if self.names > 2 * top:
                 lim = limits.MACHINES
                 where.fail(f"{self.names} names listed, more than a tree of at most {top} machines and {top} "
@@ -168,7 +190,7 @@ def read_slurm_conf(slurm_conf: str) -> dict[str, tuple[dict[str, float], Where]
             defaults.update(keys)
             continue
         capacity = _capacity({**defaults, **keys}, where)
-        for name in expand(names, "NodeName", where):
+        for name in expand(names, "NodeName", where, limits.value(limits.MACHINES)):
             if name in nodes:
                 where.fail(f"node {name} is defined twice (first at {nodes[name][1].place})")
             nodes[name] = (capacity, where)
@@ -234,14 +256,16 @@ def _switches(lines: list[tuple[Where, dict[str, tuple[str, str]]]], tree: Tree)
 
 
 def _parallel(switches: list[tuple[str, Where, bool, list[str]]]) -> dict[str, str]:
-    """{switch: the switch it merges into} for switches whose children are the same as an
-    earlier switch's (after merging their children: repeated to a fixed point)."""
+    """{switch: the switch it merges into} for ``Switches=`` switches whose children are the
+    same as an earlier switch's (parallel planes, after merging their children: repeated to a
+    fixed point). Leaf switches listing the same nodes are not merged: a node under two
+    switches is an error."""
     alias: dict[str, str] = {}
     merged = True
     while merged:
         merged, first = False, {}
         for name, _, of_switches, children in switches:
-            if name in alias or not children:
+            if name in alias or not children or not of_switches:   # leaves sharing nodes: two parents
                 continue
             key = (of_switches, frozenset(_resolve(alias, c) for c in children) if of_switches else frozenset(children))
             if key in first:
@@ -271,15 +295,19 @@ def _blocks(lines: list[tuple[Where, dict[str, tuple[str, str]]]], tree: Tree) -
         name = keys["blockname"][1]
         if "nodes" not in keys:
             where.fail(f"block {name} has no Nodes= (Slurm refuses it too)")
-        blocks.append((name, where, lists.expand(keys["nodes"][0], keys["nodes"][1], where)))
+        nodes = lists.expand(keys["nodes"][0], keys["nodes"][1], where)
+        if not nodes:
+            where.fail(f"block {name} lists no node (Nodes= is empty)")
+        blocks.append((name, where, nodes))
     if not blocks:
         sizes_line[0].fail("no BlockName line")  # lines were found, so BlockSizes was one
     base, levels = _block_levels(sizes_line, len(blocks[0][2]))
     chains = []  # per base block: it, then the aggregated blocks holding it, smallest first
     for name, where, nodes in blocks:
         if len(nodes) < base:
-            where.fail(f"block {name} has {len(nodes)} nodes, fewer than the base block size {base} "
-                       "(BlockSizes; Slurm refuses it too)")
+            why = ("BlockSizes; Slurm refuses it too" if sizes_line is not None else
+                   "without BlockSizes, the first block's size")
+            where.fail(f"block {name} has {len(nodes)} nodes, fewer than the base block size {base} ({why})")
         tree.switch(name, where)
         for node in nodes:
             tree.attach(node, name, where)

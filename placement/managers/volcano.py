@@ -4,8 +4,9 @@ capacities and the labels ``labelMatch`` selects on.
 
 Selection follows Volcano's scheduler (pkg/scheduler/api/hyper_node_info.go, GetMembers):
 ``exactMatch`` names one node or HyperNode; ``regexMatch`` takes the nodes whose name the
-pattern matches *anywhere* (Go's ``regexp.MatchString``; read here with Python's ``re``,
-which agrees on the usual patterns: anchor with ``^...$`` to match whole names);
+pattern matches *anywhere* (Go's ``regexp.MatchString``; read here with RE2, the engine and
+syntax of Go's regexp, so a pattern runs in linear time and one Go refuses is refused:
+anchor with ``^...$`` to match whole names);
 ``labelMatch`` is a Kubernetes label selector (``matchLabels`` and ``matchExpressions``
 with In, NotIn, Exists, DoesNotExist), an empty one selecting nothing. Volcano's rules are
 errors here: one selector per member, HyperNode members by ``exactMatch`` only, no
@@ -15,7 +16,7 @@ HyperNode with both kinds of member, at most one parent, no cycle; and a member 
 """
 from __future__ import annotations
 
-import re
+import re2
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +27,9 @@ from placement.model.topology import Topology
 
 API_GROUP = "topology.volcano.sh/"
 SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
+#: RE2 that reports a bad pattern by its exception alone (by default it also logs to stderr)
+_QUIET = re2.Options()
+_QUIET.log_errors = False
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
@@ -125,10 +129,11 @@ def _member(at: Where, member: Any) -> Member:
         return at, kind, lambda nodes: [name]
     if how == "regexMatch":
         pattern = field(spec, "pattern", at)
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            at.at("pattern").fail(f"not a regular expression: {exc}")
+        try:   # RE2, as Volcano's Go regexp: linear time, and Go's syntax (no lookaround, no backreference)
+            compiled = re2.compile(pattern, _QUIET)
+        except re2.error as exc:
+            why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+            at.at("pattern").fail(f"not an RE2 regular expression (Volcano's Go syntax): {why}")
         return at, kind, lambda nodes: [n.name for n in nodes.all if compiled.search(n.name)]
     return at, kind, _label_chooser(spec, at)
 

@@ -117,7 +117,7 @@ def test_block_aggregation_follows_slurm_including_the_tail(write):
     ("SwitchName=s0 Nodes=\"n1\n", "line 1: cannot split into KEY=VALUE pairs: No closing quotation"),
     ("# nothing here\n\n", "no SwitchName or BlockName line"),
     ("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n3\n",
-     "line 2: block b2 has 1 nodes, fewer than the base block size 2 (BlockSizes; Slurm refuses it too)"),
+     "line 2: block b2 has 1 nodes, fewer than the base block size 2 (without BlockSizes, the first block's size)"),
     ("BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,6\n",
      "line 2: BlockSizes=2,6: 6 is not the base size 2 times a power of two (1 to 2**15)"),
     ("BlockName=b1 Nodes=n[1-2]\nBlockSizes=2,x\n",
@@ -165,8 +165,9 @@ def test_a_missing_or_binary_file_is_named(write, tmp_path):
 def test_a_few_lines_cannot_list_more_names_than_a_tree_within_the_limit_holds(write, monkeypatch):
     monkeypatch.setenv("PLACEMENT_MAX_MACHINES", "10")
     conf = write("slurm.conf", "NodeName=n[1-10] Gres=gpu:1\n")
-    repeated = "".join(f"SwitchName=p{i} Nodes=n[1-10]\n" for i in range(50))  # one list, expanded once
-    assert len(read_slurm(write("planes.conf", repeated), conf).machines) == 10
+    # fifty parallel planes over one leaf: one list, expanded once, the planes merged
+    repeated = "SwitchName=leaf Nodes=n[1-9]\n" + "".join(f"SwitchName=p{i} Switches=leaf\n" for i in range(50))
+    assert len(read_slurm(write("planes.conf", repeated), conf).machines) == 9
     lines = "".join(f"SwitchName=s{i} Nodes=n[1-10],x{i}\n" for i in range(3))
     with pytest.raises(TopologyFileError) as info:
         read_slurm(write("topology.conf", lines), conf)
@@ -182,3 +183,33 @@ def test_too_many_nodes_stop_at_the_line_that_passes_the_limit(write, monkeypatc
         read_slurm_conf(path)
     assert str(info.value).endswith("line 2: 16 nodes, more than the limit 10 (raise it with PLACEMENT_MAX_MACHINES "
                                     "or --max-machines; docs/limits.md)")
+
+
+def test_leaf_switches_sharing_nodes_are_a_node_under_two_switches(write):
+    """Only Switches= planes merge (was: leafB silently merged into leafA)."""
+    conf = write("slurm.conf", "NodeName=n[1-4] Gres=gpu:1\n")
+    lines = "SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[1-2]\nSwitchName=leafC Nodes=n[3-4]\n"
+    with pytest.raises(TopologyFileError) as info:
+        read_slurm(write("topology.conf", lines), conf)
+    assert str(info.value).endswith("line 2: node n1 is under two switches: leafA (line 1) and leafB")
+
+
+def test_a_short_line_of_many_ranges_is_refused_before_it_is_expanded(write, monkeypatch):
+    """python-hostlist caps one range at 100,000 names, not a list of them: the list is expanded
+    piece by piece and stops at the limit (was: 60 ranges, 877 bytes, 938 MB before the refusal)."""
+    monkeypatch.setenv("PLACEMENT_MAX_MACHINES", "1000")
+    conf = write("slurm.conf", "NodeName=n[1-4] Gres=gpu:1\n")
+    many = ",".join(f"x{i}y[0-99999]" for i in range(60))
+    with pytest.raises(TopologyFileError) as info:
+        read_slurm(write("topology.conf", f"SwitchName=s0 Nodes=n[1-4]\nSwitchName=s1 Nodes={many}\n"), conf)
+    assert "line 2: Nodes= lists more than 2000 names" in str(info.value)
+    with pytest.raises(TopologyFileError) as info:
+        read_slurm(write("topology.conf", "SwitchName=s0 Nodes=n[1-4]\n"), write("big.conf", f"NodeName={many} Gres=gpu:1\n"))
+    assert "line 1: NodeName= lists more than 1000 names" in str(info.value)
+
+
+def test_an_empty_block_is_refused(write):
+    conf = write("slurm.conf", "NodeName=n[1-4] Gres=gpu:1\n")
+    with pytest.raises(TopologyFileError) as info:
+        read_slurm(write("topology.conf", "BlockName=b1 Nodes=\nBlockName=b2 Nodes=n[1-4]\n"), conf)
+    assert str(info.value).endswith("line 1: block b1 lists no node (Nodes= is empty)")

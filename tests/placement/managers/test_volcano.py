@@ -57,6 +57,13 @@ def test_regex_matches_anywhere_in_the_name_as_volcano_does(node_list, write):
     assert [m.id for m in read_volcano(write("a.yaml", as_yaml(anchored)), nodes).machines] == ["gpu-1"]
 
 
+def test_a_pattern_that_backtracks_in_pythons_re_runs_in_linear_time(node_list, write):
+    """RE2, as Go's regexp (was Python's re: this pattern over a 40-letter name never ended)."""
+    nodes = node_list([node("a" * 40), node("a" * 39 + "b")])
+    h = hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^(a+)+b$"}}}])
+    assert [m.id for m in read_volcano(write("h.yaml", as_yaml(h)), nodes).machines] == ["a" * 39 + "b"]
+
+
 def test_label_selectors_with_expressions_and_an_empty_one(node_list, write):
     nodes = node_list([node("a", {"rack": "r1", "gpu": "h100"}), node("b", {"rack": "r2", "gpu": "h100"}),
                        node("c", {"rack": "r3"}), node("d", {"rack": "r1", "spare": "yes"})])
@@ -102,8 +109,11 @@ def member(selector: dict, kind: str = "Node") -> dict:
      "document 3 (HyperNode b): spec.members[0]: selector.exactMatch: HyperNode s0 is under two HyperNodes: a "
      "(document 2 (HyperNode a): spec.members[0]: selector.exactMatch) and b"),
     ([hypernode("s0", 1, [member({"regexMatch": {"pattern": "n[1"}})])],
-     "document 1 (HyperNode s0): spec.members[0]: selector.regexMatch: pattern: not a regular expression: "
-     "unterminated character set at position 1"),
+     "document 1 (HyperNode s0): spec.members[0]: selector.regexMatch: pattern: not an RE2 regular expression "
+     "(Volcano's Go syntax): missing ]: [1"),
+    ([hypernode("s0", 1, [member({"regexMatch": {"pattern": "gpu(?=1)"}})])],   # Go refuses lookarounds
+     "document 1 (HyperNode s0): spec.members[0]: selector.regexMatch: pattern: not an RE2 regular expression "
+     "(Volcano's Go syntax): invalid perl operator: (?="),
     ([hypernode("s0", 1, [])], "document 1 (HyperNode s0): spec.members: must list at least one member"),
     ([hypernode("s0", -1, [exact("Node", "n1")])], "document 1 (HyperNode s0): spec.tier: must be >= 0, got -1"),
     ([hypernode("s0", "one", [exact("Node", "n1")])],
