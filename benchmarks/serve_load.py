@@ -129,7 +129,7 @@ def load(url: str, clients: int, requests: int, seed: int) -> dict:
         if roll < 0.95:
             path = rng.choice(["/state", f"/jobs/{job_id}", "/healthz"])
             return "read", "GET", path, None
-        return "step", "POST", "/step", None
+        return "step", "POST", "/step", {}
     plan = [pick() for _ in range(requests)]
 
     async def run() -> float:

@@ -83,6 +83,8 @@ def parse_cluster(spec: str) -> Topology:
 
 def _from_file(path: str) -> Topology:
     """The topology of the instance file at ``path``; its errors name the file and place."""
+    if Path(path).is_dir():
+        raise ValueError(f"cluster {path!r}: is a directory, not an instance file")
     if not Path(path).is_file():
         raise ValueError(f"cluster {path!r}: no such file (a cluster is {_KINDS})")
     try:

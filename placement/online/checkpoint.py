@@ -13,6 +13,7 @@ whatever stores it, while the slot logic there never reads or writes it.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -142,18 +143,22 @@ class Checkpointing:
             # checkpoint had been taken; every other job's set is checked now (a state written
             # by an older release, whose revise forgot at once, has no "revised")
             sched._revised = {str(j) for j in state.get("revised") or ()}
+            hosts = set(sched._topology.machine_index)
             for i, raw in enumerate(state["jobs"]):
                 job = Job.from_dict(raw["job"], f"jobs[{i}].job")
+                if job.id in sched._jobs:
+                    raise ValueError(f"jobs[{i}]: job {job.id!r} is listed twice")
                 sched._jobs[job.id] = JobRecord(
-                    job, float(raw["done"]), float(raw["attained"]), _tasks_in(raw["previous"]),
-                    raw["last_ran"], None if raw["commitment"] is None else
-                    {int(s): _tasks_in(v) for s, v in raw["commitment"].items()},
-                    None if raw.get("estimate") is None else float(raw["estimate"]),
+                    job, _amount(raw["done"], f"jobs[{i}].done"), _amount(raw["attained"], f"jobs[{i}].attained"),
+                    _tasks_in(raw["previous"], hosts, f"jobs[{i}].previous"),
+                    _slot(raw["last_ran"], f"jobs[{i}].last_ran"), None if raw["commitment"] is None else
+                    {int(s): _tasks_in(v, hosts, f"jobs[{i}].commitment") for s, v in raw["commitment"].items()},
+                    None if raw.get("estimate") is None else _amount(raw["estimate"], f"jobs[{i}].estimate"),
                     None if raw.get("label") is None else str(raw["label"]))
                 if job.id not in sched._revised:
                     sched._jobs[job.id].forget_what_it_cannot_run()
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
-            sched._last_t = state["last_slot"]
+            sched._last_t = _slot(state["last_slot"], "last_slot")
             sched.drops_total = int(state["drops_total"])
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed online scheduler state: {exc!r}") from None
@@ -166,5 +171,26 @@ def _tasks_out(tasks: TaskDict) -> list[list[Any]]:
     return [[h, int(w), int(s)] for h, (w, s) in tasks.items()]
 
 
-def _tasks_in(rows: Iterable[list[Any]]) -> TaskDict:
-    return {str(h): (int(w), int(s)) for h, w, s in rows}
+def _tasks_in(rows: Iterable[list[Any]], hosts: set[str], where: str) -> TaskDict:
+    """Task rows ``[machine, workers, ps]`` on machines of the cluster, counts >= 0."""
+    tasks = {str(h): (int(w), int(s)) for h, w, s in rows}
+    for h, (w, s) in tasks.items():
+        if h not in hosts or w < 0 or s < 0:
+            raise ValueError(f"{where}: {h!r} is not a machine of the cluster"
+                             if h not in hosts else f"{where}: negative count")
+    return tasks
+
+
+def _amount(value: Any, where: str) -> float:
+    """A finite number >= 0 (a hand-edited state must not feed the scheduler what its API refuses)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where}: expected a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _slot(value: Any, where: str) -> int | None:
+    """A slot index (an integer >= 0) or None."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(f"{where}: expected a slot (an integer >= 0) or null, "
+                         f"got {value!r}")
+    return value

@@ -41,6 +41,18 @@ def _gbps(value: float) -> float:
     return value
 
 
+def _batches(value: float) -> float:
+    """A count of mini-batches within the instance format's bound of ``work_batches``."""
+    if value > limits.NUMBERS["work_batches"].high:
+        raise ValueError(f"must be <= {limits.NUMBERS['work_batches'].high:g} (the bound of work_batches)")
+    return value
+
+
+#: the longest job or machine id: a DNS subdomain's, Kubernetes' longest object name (an id
+#: also travels in URLs, and a pod label, which the extender reads, holds at most 63)
+MAX_ID = 253
+
+
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -53,7 +65,7 @@ class SubmitBody(_Body):
 
     job: dict[str, Any] = Field(description="the job in the instance format (docs/model.md); `arrival` may be "
                                 "left out (the next slot), and `work_batches` below information oracle")
-    estimate: Annotated[float, Field(gt=0)] | None = Field(None, description="a user's estimate of the "
+    estimate: Annotated[float, Field(gt=0), AfterValidator(_batches)] | None = Field(None, description="a user's estimate of the "
                                                            "job's total batches (information estimate)")
     label: Text | None = Field(None, description="the job's class: model, user, queue (information estimate)")
 
@@ -67,7 +79,8 @@ class ReviseBody(_Body):
 class ProgressBody(_Body):
     """``POST /jobs/{id}/progress``: ``done``, ``finished`` or both."""
 
-    done: Annotated[float, Field(ge=0)] | None = Field(None, description="batches completed so far, in all")
+    done: Annotated[float, Field(ge=0), AfterValidator(_batches)] | None = Field(
+        None, description="batches completed so far, in all (it may go down: a job restarted from an older checkpoint)")
     finished: bool = Field(False, description="true: the job completed (it leaves the scheduler)")
 
 
@@ -102,6 +115,7 @@ def parse(raw: bytes, content_type: str | None, model: type[M], *, empty_ok: boo
     """The body ``raw`` as ``model``: 415 unless JSON, 400 unless strict JSON, 422 unless the
     model's fields (module docstring). ``empty_ok``: no body at all is the model's defaults."""
     if not raw.strip() and empty_ok:
+        _json_type(content_type)   # even empty: a cross-site page cannot send this header without CORS
         return model()
     value = json_body(raw, content_type)
     try:
@@ -117,11 +131,15 @@ def parse(raw: bytes, content_type: str | None, model: type[M], *, empty_ok: boo
 
 def json_body(raw: bytes, content_type: str | None) -> Any:
     """The body as strict JSON (:func:`loads`): 415 unless its Content-Type is JSON."""
+    _json_type(content_type)
+    return loads(raw)
+
+
+def _json_type(content_type: str | None) -> None:
     media = (content_type or "").split(";")[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
         raise Rejected(415, f"send the body as JSON (Content-Type: application/json), got "
                        f"{(content_type or 'no Content-Type')[:60]!r}")
-    return loads(raw)
 
 
 def _message(error: Mapping[str, Any], model: type[BaseModel]) -> str:
@@ -216,6 +234,8 @@ def job(raw: Mapping[str, Any], information: str, *, estimate: float | None = No
         parsed = Job.from_dict(value, "job")
     except FileFormatError as exc:
         raise Rejected(422, str(exc), exc.path) from None
+    if len(parsed.id) > MAX_ID:
+        raise Rejected(422, f"job.id: at most {MAX_ID} characters, got {len(parsed.id)}", "job.id")
     if job_id is not None and parsed.id != job_id:
         raise Rejected(422, f"job.id: {parsed.id!r} is not the job of the path ({job_id!r})", "job.id")
     return parsed, arrival_given
@@ -225,6 +245,8 @@ def machine(raw: Mapping[str, Any]) -> Machine:
     """The ``machine`` of a body, read as a topology's machine is."""
     try:
         f = Fields(raw, "machine", InstanceError, ("id", "capacity", "local_gbps"))
+        if len(f.string("id")) > MAX_ID:
+            raise Rejected(422, f"machine.id: at most {MAX_ID} characters", "machine.id")
         return Machine(f.string("id"), vector(raw["capacity"], "machine.capacity", InstanceError),
                        f.number("local_gbps", positive=True))
     except FileFormatError as exc:

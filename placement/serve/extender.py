@@ -81,8 +81,10 @@ def _read(args: Any) -> tuple[str | None, dict[str, Any] | None, list[str]]:
     pod = args.get("Pod")
     if not isinstance(pod, dict):
         raise Rejected(422, "Pod: missing, or not an object (a v1.Pod)", "Pod")
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {} if isinstance(metadata, dict) else None
+    metadata = pod.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise Rejected(422, "Pod.metadata: not an object", "Pod.metadata")
+    labels = metadata.get("labels") or {}
     if not isinstance(labels, dict):
         raise Rejected(422, "Pod.metadata.labels: not an object", "Pod.metadata.labels")
     job = labels.get(JOB_LABEL)

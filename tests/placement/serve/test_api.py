@@ -27,7 +27,7 @@ def test_a_session_answers_as_the_library_does(open_service, client_of, jobs, re
         assert r.headers["location"] == f"/jobs/{job.id}"
         ref.submit(job)
     for t in range(4):
-        r = client.post("/step") if t % 2 else client.post("/step", json={"t": t})
+        r = client.post("/step", json={}) if t % 2 else client.post("/step", json={"t": t})
         assert r.status_code == 200
         body = r.json()
         assert body["t"] == t and body["replayed"] is False and body["dropped"] == []
@@ -46,7 +46,7 @@ def test_a_session_answers_as_the_library_does(open_service, client_of, jobs, re
     ref.finish(batch[1].id)
     assert client.delete(f"/jobs/{batch[2].id}").json() == {"job": batch[2].id, "status": "cancelled"}
     ref.cancel(batch[2].id)
-    assert client.post("/step").json()["allocations"] == wire(ref.step(4))
+    assert client.post("/step", json={}).json()["allocations"] == wire(ref.step(4))
 
     state = client.get("/state").json()
     assert state["last_slot"] == 4 and state["next_slot"] == 5
@@ -70,7 +70,7 @@ def test_machine_events_and_revise_reach_the_scheduler(open_service, client_of, 
     for job in batch:
         submit(client, job)
         ref.submit(job)
-    assert client.post("/step").json()["allocations"] == wire(ref.step(0))
+    assert client.post("/step", json={}).json()["allocations"] == wire(ref.step(0))
     r = client.delete("/machines/r0m1")
     assert r.status_code == 200 and r.json()["displaced"] == ref.remove_machine("r0m1")
     machine = {"id": "new0", "capacity": {"gpu": 8, "cpu": 64, "mem": 512}, "local_gbps": 400}
@@ -82,7 +82,7 @@ def test_machine_events_and_revise_reach_the_scheduler(open_service, client_of, 
     assert client.put(f"/jobs/{batch[0].id}", json={"job": revised}).status_code == 200
     from placement.model.instance import Job
     ref.revise(Job.from_dict({**revised, "id": batch[0].id, "arrival": 0}, "job"))
-    assert client.post("/step").json()["allocations"] == wire(ref.step(1))
+    assert client.post("/step", json={}).json()["allocations"] == wire(ref.step(1))
     assert [m["id"] for m in client.get("/cluster").json()["topology"]["machines"]] == \
         [m.id for m in ref.topology.machines]
 
@@ -90,7 +90,7 @@ def test_machine_events_and_revise_reach_the_scheduler(open_service, client_of, 
 def test_arrival_defaults_to_the_next_slot(open_service, client_of, jobs):
     client = client_of(open_service())
     first, second = jobs(2)
-    client.post("/step")
+    client.post("/step", json={})
     body = first.to_dict()
     del body["arrival"]
     assert submit(client, first).status_code == 409                # arrival 0 is in the past now
@@ -112,7 +112,7 @@ def test_a_retried_step_is_answered_as_before(open_service, client_of, jobs):
     client = client_of(service)
     for job in jobs(5, arrival=0):
         submit(client, job)
-    first = client.post("/step").json()
+    first = client.post("/step", json={}).json()
     before = service.state_path.read_bytes()
     again = client.post("/step", json={"t": 0})
     assert again.status_code == 200 and again.json() == {**first, "replayed": True}
@@ -161,6 +161,10 @@ def _bad_cases(job: dict, other: dict) -> list[tuple]:
         ("post", "/jobs/nobody/progress", {"done": 1}, None, 404, "job"),
         ("delete", "/jobs/nobody", None, None, 404, "job"),
         ("get", "/jobs/nobody", None, None, 404, "job"),
+        ("post", "/jobs", {"job": {**other, "id": "x" * 254}}, None, 422, "job.id"),   # was: taken, never reachable
+        ("post", "/jobs", {"job": other, "estimate": 1e300}, None, 422, "estimate"),   # was: job.work_batches
+        ("post", f"/jobs/{j}/progress", {"done": 1e300}, None, 422, "done"),
+        ("post", "/step", b"", "text/plain", 415, None),   # was: 200, the slot advanced from any web page
         ("post", "/step", {"t": 0}, None, 409, "t"),
         ("post", "/step", {"t": 9}, None, 409, "t"),
         ("post", "/step", {"t": -1}, None, 422, "t"),
@@ -187,8 +191,8 @@ def test_bad_requests_are_4xx_naming_the_field_and_change_nothing(open_service, 
     batch = jobs(4, arrival=0)
     for job in batch[:3]:
         submit(client, job)
-    client.post("/step")
-    client.post("/step")
+    client.post("/step", json={})
+    client.post("/step", json={})
     client.post(f"/jobs/{batch[2].id}/progress", json={"finished": True})
     file_before, state_before = service.state_path.read_bytes(), client.get("/state").json()
     other = {**batch[3].to_dict(), "arrival": 2}
@@ -232,11 +236,11 @@ def test_a_server_fault_is_a_json_500_and_changes_nothing(open_service, client_o
     def broken(view):
         raise RuntimeError("policy bug")
     monkeypatch.setattr(service._scheduler.policy, "decide", broken)
-    r = client.post("/step")
+    r = client.post("/step", json={})
     assert r.status_code == 500 and r.json() == {"error": "internal error, nothing changed: RuntimeError: policy bug",
                                                  "field": None}
     assert service.state_path.read_bytes() == file_before and client.get("/state").json() == state_before
-    assert client.post("/step").json()["allocations"] == wire(ref.step(0))   # rebuilt from the checkpoint
+    assert client.post("/step", json={}).json()["allocations"] == wire(ref.step(0))   # rebuilt from the checkpoint
 
     def full(document):
         raise OSError(28, "No space left on device")

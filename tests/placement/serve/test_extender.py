@@ -20,7 +20,7 @@ def stepped(open_service, client_of, jobs):
     client = client_of(open_service())
     for job in jobs(40, arrival=0):
         assert client.post("/jobs", json={"job": job.to_dict()}).status_code == 201
-    allocations = client.post("/step").json()["allocations"]
+    allocations = client.post("/step", json={}).json()["allocations"]
     waiting = next(j for j in (job.id for job in jobs(40, arrival=0)) if j not in allocations)
     machines = [m["id"] for m in client.get("/cluster").json()["topology"]["machines"]]
     return client, allocations, waiting, machines
@@ -75,6 +75,7 @@ def test_prioritize_scores_the_jobs_nodes_by_its_tasks(stepped):
                                          ({"Pod": pod("x")}, "NodeNames"),
                                          ({"Pod": pod("x"), "NodeNames": "a"}, "NodeNames"),
                                          ({"Pod": pod("x"), "Nodes": {"items": [{"name": "a"}]}}, "Nodes"),
+                                         ({"Pod": {"metadata": []}, "NodeNames": []}, "Pod.metadata"),
                                          ({"Pod": {"metadata": {"labels": {JOB_LABEL: 3}}}, "NodeNames": []},
                                           f"Pod.metadata.labels.{JOB_LABEL}")])
 def test_malformed_extender_args_are_422_naming_the_field(stepped, body, field):

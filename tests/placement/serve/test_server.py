@@ -118,7 +118,7 @@ def test_ctrl_c_and_sigterm_finish_the_request_in_flight_then_end(tmp_path, jobs
     for job in jobs(100, arrival=0):
         server.client.post("/jobs", json={"job": job.to_dict()})
     answer: list = []
-    in_flight = threading.Thread(target=lambda: answer.append(server.client.post("/step")))
+    in_flight = threading.Thread(target=lambda: answer.append(server.client.post("/step", json={})))
     in_flight.start()
     time.sleep(0.03)
     returncode, err = server.stop(signum)

@@ -90,6 +90,19 @@ def test_starts_that_cannot_work_are_one_line_errors(open_service, tmp_path, job
     document["scheduler"]["jobs"][0]["job"]["work_batches"] = -1
     (tmp_path / "taken.json").write_text(json.dumps(document))
     _one_line_error(lambda: open_service("taken.json"), "malformed scheduler state: jobs\\[0\\].job.work_batches")
+    document["scheduler"]["jobs"][0]["job"]["work_batches"] = 100.0
+    record = document["scheduler"]["jobs"][0]
+    for where, value, match in (("last_slot", "x", "last_slot: expected a slot"),   # was: started, then 500s
+                                ("done", -5, r"jobs\[0\].done: expected a finite number >= 0"),
+                                ("previous", [["nowhere", 1, 0]], r"jobs\[0\].previous: 'nowhere' is not a machine"),
+                                ("jobs", [record, record], r"jobs\[1\]: job .* is listed twice")):   # was: one lost
+        bad = json.loads(json.dumps(document))
+        if where in ("last_slot", "jobs"):
+            bad["scheduler"][where] = value
+        else:
+            bad["scheduler"]["jobs"][0][where] = value
+        (tmp_path / "taken.json").write_text(json.dumps(bad))
+        _one_line_error(lambda: open_service("taken.json"), f"malformed scheduler state: {match}")
     del document["scheduler"]["jobs"]
     (tmp_path / "taken.json").write_text(json.dumps(document))
     _one_line_error(lambda: open_service("taken.json"), "malformed")
