@@ -38,7 +38,6 @@ class TaskVariables:
         self.allowed = allowed or {}
         self.domains = doms = Domains(instance)
         topo = instance.topology
-        res = instance.resources
         self.cap = instance.capacity_matrix
         local_gbps = np.array([m.local_gbps for m in topo.machines])
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "job", "slot", "dom", "machine", "upper", "speed")}

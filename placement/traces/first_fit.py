@@ -40,7 +40,6 @@ def first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, .
     (as :func:`placement.traces.generate.generate` ensures): once the cluster drains, the first waiting job starts."""
     free = np.array([[m.capacity.get(r, 0) for r in resources] for m in topology.machines],
                     dtype=float)
-    order = sorted(range(len(jobs)), key=lambda k: (jobs[k].arrival, k))
     placed: dict[int, tuple[int, int, int, np.ndarray, float, int]] = {}
     done = [0.0] * len(jobs)
     completion = [-1] * len(jobs)
