@@ -201,20 +201,40 @@ def read_json(path: str | os.PathLike, error: type[FileFormatError]) -> Any:
     data = read_bytes(path, error)
     text = _decode(data, name, error)
     _check_depth(data, text, name, error)
-    duplicates: list[_Duplicates] = []
     try:
-        document = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, duplicates),
-                              parse_int=parse_int)
+        return parse_strict(text)
     except json.JSONDecodeError as exc:
         raise error(name, f"not valid JSON: {exc.msg} at line {exc.lineno} column "
                     f"{exc.colno}") from None
     except RecursionError:  # only when PLACEMENT_MAX_DEPTH is set near Python's own limit
         raise error(name, "nested too deeply for the JSON parser (see PLACEMENT_MAX_DEPTH, "
                     f"{limits.DOC})") from None
-    if duplicates:
-        where, key = _find_duplicate(document)
-        raise error(name, f"{join(where, key) if where else key}: the key {key!r} appears "
-                    "twice in one object")
+    except JsonFault as exc:
+        raise error(name, f"{exc.path}: {exc.reason}") from None
+
+
+class JsonFault(ValueError):
+    """Parsed JSON that breaks the input policy: ``path`` (the JSON path) and ``reason``."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def parse_strict(text: str, *, finite: bool = False) -> Any:
+    """``text`` as JSON, integers through :func:`parse_int`. A key twice in one object, and
+    with ``finite`` a NaN or Infinity (Python's parser takes both), raises :class:`JsonFault`
+    naming the first, depth first; text that is not JSON raises ``json.JSONDecodeError``."""
+    faults: list[Any] = []
+
+    def constant(word: str) -> _NotFinite:
+        faults.append(word)
+        return _NotFinite(word)
+
+    document = json.loads(text, object_pairs_hook=lambda pairs: _pairs(pairs, faults), parse_int=parse_int,
+                          **({"parse_constant": constant} if finite else {}))
+    if faults:
+        raise JsonFault(*_first_fault(document))
     return document
 
 
@@ -314,6 +334,13 @@ class _Duplicates(dict):
     key: str = ""
 
 
+class _NotFinite:
+    """Where the text said NaN, Infinity or -Infinity."""
+
+    def __init__(self, word: str):
+        self.word = word
+
+
 def _pairs(pairs: list[tuple[str, Any]], found: list) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -325,18 +352,20 @@ def _pairs(pairs: list[tuple[str, Any]], found: list) -> dict[str, Any]:
     return out
 
 
-def _find_duplicate(document: Any) -> tuple[str, str]:
-    """(JSON path of the first object that repeats a key, the key), depth first."""
+def _first_fault(document: Any) -> tuple[str, str]:
+    """(JSON path, reason) of the first repeated key or NaN/Infinity, depth first."""
     todo: list[tuple[str, Any]] = [("", document)]
     while todo:
         path, value = todo.pop()
+        if isinstance(value, _NotFinite):
+            return path, f"{value.word} is not a JSON number (numbers must be finite)"
         if isinstance(value, _Duplicates):
-            return path, value.key
+            return join(path, value.key), f"the key {value.key!r} appears twice in one object"
         if isinstance(value, dict):
             todo.extend((join(path, k), v) for k, v in reversed(list(value.items())))
         elif isinstance(value, list):
             todo.extend((join(path, i), v) for i, v in reversed(list(enumerate(value))))
-    return "", ""
+    return "", "not strict JSON"
 
 
 def write_json(path: str | os.PathLike, document: Any) -> None:

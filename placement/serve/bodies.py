@@ -19,7 +19,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from placement.model import limits
 from placement.model.instance import Job
-from placement.model.strict_json import Fields, FileFormatError, InstanceError, join, parse_int, string, vector
+from placement.model.strict_json import Fields, FileFormatError, InstanceError, JsonFault, join, parse_strict, string, vector
 from placement.model.topology import Machine
 from placement.serve.errors import Rejected
 
@@ -161,60 +161,14 @@ def loads(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Rejected(400, f"the body is not UTF-8 text (byte {exc.start})") from None
-    faults: list[str] = []
-
-    def constant(name: str) -> _NotFinite:
-        faults.append(name)
-        return _NotFinite(name)
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out and not isinstance(out, _Repeated):
-                out = _Repeated(out)
-                out.key = key
-                faults.append(key)
-            out[key] = value
-        return out
     try:
-        value = json.loads(text, parse_constant=constant, object_pairs_hook=pairs, parse_int=parse_int)
+        return parse_strict(text, finite=True)
     except json.JSONDecodeError as exc:
         raise Rejected(400, f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise Rejected(400, "the body is not valid JSON: nested too deeply") from None
-    if faults:
-        where, reason = _first_fault(value)
-        raise Rejected(400, f"{where or 'the body'}: {reason}", where or None)
-    return value
-
-
-class _NotFinite:
-    """Where the body said NaN, Infinity or -Infinity."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-class _Repeated(dict):
-    """An object that repeated a key (the first one repeated is ``key``)."""
-
-    key: str = ""
-
-
-def _first_fault(document: Any) -> tuple[str, str]:
-    """(JSON path, reason) of the first NaN/Infinity or repeated key, depth first."""
-    todo: list[tuple[str, Any]] = [("", document)]
-    while todo:
-        path, value = todo.pop()
-        if isinstance(value, _NotFinite):
-            return path, f"{value.name} is not a JSON number (numbers must be finite)"
-        if isinstance(value, _Repeated):
-            return join(path, value.key), "this key appears twice in one object"
-        if isinstance(value, dict):
-            todo.extend((join(path, k), v) for k, v in reversed(list(value.items())))
-        elif isinstance(value, list):
-            todo.extend((join(path, i), v) for i, v in reversed(list(enumerate(value))))
-    return "", "not strict JSON"
+    except JsonFault as exc:
+        raise Rejected(400, f"{exc.path or 'the body'}: {exc.reason}", exc.path or None) from None
 
 
 def job(raw: Mapping[str, Any], information: str, *, estimate: float | None = None,
