@@ -8,5 +8,8 @@
 - :mod:`placement.integrations.pollux_adapter`: our online policies as policies of the
   Pollux paper's simulator (imported from the user's checkout, never copied);
 - :mod:`placement.integrations.pollux`: the runner that plays one workload there with
-  one policy (``python -m placement.integrations.pollux``).
+  one policy (``python -m placement.integrations.pollux``);
+- :mod:`placement.integrations.sia`: the runner that plays one workload in the Sia paper's
+  simulator with one of its own policies (``python -m placement.integrations.sia``; the
+  peers of the Sia arena, docs/sia_arena.md).
 """
