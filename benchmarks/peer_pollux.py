@@ -268,6 +268,17 @@ def replay(workload: Path, sim: Path, mode: str, policy: str, args: argparse.Nam
             "reconfigurations": r.reconfigurations}
 
 
+def write_outputs(doc: dict[str, Any], out: Path, report: Path, markdown: Any) -> None:
+    """The results as JSON at ``out`` and ``markdown(doc)`` at ``report``, each written whole
+    (a temp file renamed), folders made; said on stderr."""
+    for path, text in ((out, json.dumps(doc, indent=1)), (report, markdown(doc))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    print(f"wrote {out} and {report}", file=sys.stderr)
+
+
 def cached(cache: Path, key: str, make) -> tuple[dict[str, Any], bool]:
     path = cache / f"{key}.json"
     if path.exists():
@@ -545,12 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     picture = report.parent / "peer" / "avg_jct.png"
     if plot(doc, picture):
         doc["plot"] = os.path.relpath(picture, report.parent)
-    for path, text in ((out, json.dumps(doc, indent=1)), (report, markdown(doc))):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    print(f"wrote {out} and {report}", file=sys.stderr)
+    write_outputs(doc, out, report, markdown)
     for t in doc["targets"]:
         ratio = "unfinished jobs" if t["ratio"] is None else f"{t['ratio']:.3f}"
         print(f"{t['workload']} {t['mode']}: {t['ours']} / {t['peer']} = {ratio} "

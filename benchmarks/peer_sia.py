@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_model  # noqa: E402
-from peer_pollux import BadInput, cache_key, cached, code_hash  # noqa: E402
+from peer_pollux import BadInput, cache_key, cached, code_hash, write_outputs  # noqa: E402
 
 from placement.integrations.sia import (CONFIG_OVERRIDES, PEER_POLICIES, SIA_PACKAGES, SiaError,  # noqa: E402
                                         check_folder, simulator_hash)
@@ -374,12 +374,7 @@ def main(argv: list[str] | None = None) -> int:
            "load_before": load_before, "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
            "runner_version": run_v, "simulator_version": sim_v, "ran": len(runs) - hits, "cached": hits,
            "runs": runs, "missing": missing, "fidelity": fidelity(runs)}
-    for path, text in ((out, json.dumps(doc, indent=1)), (report, markdown(doc))):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    print(f"wrote {out} and {report}", file=sys.stderr)
+    write_outputs(doc, out, report, markdown)
     for f in doc["fidelity"]:
         verdict = "unfinished jobs" if f["within"] is None else ("within" if f["within"] else "OUTSIDE")
         ours = "-" if f["ours_h"] is None else f"{f['ours_h']:.2f}"
