@@ -101,7 +101,7 @@ def isolated_jct(instance: Instance, job: Job) -> float:
     that completes the job gives it at least this, so the mean over jobs bounds the average
     JCT of any policy that finishes them all (no contention: a floor, not a target)."""
     dt = instance.slot_seconds
-    if job.speed is not None:  # the fastest rate of its table, local or spread (MODEL.md 8)
+    if job.speed is not None:  # the fastest rate of its table (of any type), local or spread (MODEL.md 8)
         fastest = job.speed.fastest
         need = job.work_batches * COMPLETE / fastest
     else:
@@ -141,6 +141,7 @@ class _Evaluation:
         self.wg = np.array([j.worker_gbps for j in jobs], dtype=float)
         self.pg = np.array([j.ps_gbps for j in jobs], dtype=float)
         self._groups()
+        self._types()
         self._progress()
         self._usage()
 
@@ -218,11 +219,15 @@ class _Evaluation:
         done = np.zeros((J, T))
         done[gj, gt] = self.W[gj, gt] * effective / theta
         # jobs with a measured speed table (MODEL.md 8): the table's rate for the group's
-        # worker count and the machines it spans
+        # worker count, the machines it spans and its workers' GPU type (the slowest of
+        # them if they mix types: rule 3 forbids it, the score stays informative)
         table = np.flatnonzero(np.array([jobs[j].speed is not None for j in gj.tolist()], dtype=bool))
+        types = self.inst.topology.gpu_types
         for g in table.tolist():
             j, t = int(gj[g]), int(gt[g])
-            done[j, t] = jobs[j].speed.rate(int(self.W[j, t]), int(self.size[g])) * effective[g]
+            rates = [jobs[j].speed.rate(int(self.W[j, t]), int(self.size[g]), types[k])
+                     for k in self._group_types(g)] or [0.0]
+            done[j, t] = min(rates) * effective[g]
         self.reconf = np.zeros((J, T), dtype=bool)
         self.reconf[gj, gt] = reconf
         cum = np.cumsum(done, axis=1)
@@ -230,6 +235,29 @@ class _Evaluation:
         self.finished = reached.any(axis=1)
         self.completion = np.where(self.finished, reached.argmax(axis=1), -1)
         self.remaining = np.where(self.finished, 0.0, np.maximum(0.0, work - cum[:, -1]))
+
+    def _types(self) -> None:
+        """Per group, the lowest and highest GPU type code (``Topology.type_code``) of the
+        machines holding its workers (-1 for a group without workers)."""
+        code = self.inst.topology.type_code[self.h] if len(self.h) else np.zeros(0, dtype=np.int64)
+        worker = self.w > 0
+        big = np.iinfo(np.int64).max
+        if len(self.h):
+            lo = np.minimum.reduceat(np.where(worker, code, big), self.start)
+            hi = np.maximum.reduceat(np.where(worker, code, -1), self.start)
+        else:
+            lo = hi = np.zeros(0, dtype=np.int64)
+        self.type_lo, self.type_hi = np.where(hi < 0, -1, lo), hi
+
+    def _group_types(self, g: int) -> list[int]:
+        """The GPU type codes of group ``g``'s worker machines."""
+        if self.type_hi[g] < 0:
+            return []
+        if self.type_lo[g] == self.type_hi[g]:
+            return [int(self.type_lo[g])]
+        rows = slice(self.start[g], self.start[g] + self.size[g])
+        code = self.inst.topology.type_code[self.h[rows]]
+        return sorted(set(code[self.w[rows] > 0].tolist()))
 
     def _reconfigures(self) -> np.ndarray:
         """Per group: is its (machine, workers, ps) set different from the job's previous slot?"""
@@ -306,7 +334,30 @@ class _Evaluation:
         for mask, say in checks:
             for j, t in np.argwhere(mask):
                 out.append(Violation(3, int(t), f"job {jobs[j].id}", say(j, t)))
+        out += self._type_rule()
         return sorted(out, key=lambda v: (v.slot, v.subject))
+
+    def _type_rule(self) -> list[Violation]:
+        """MODEL.md 8, GPU types: a job's workers in one slot use one type, and one its
+        speed table lists (when the table is per type)."""
+        if not self.inst.topology.typed:
+            return []
+        jobs, types, out = self.inst.jobs, self.inst.topology.gpu_types, []
+        name = lambda k: repr(types[k]) if types[k] is not None else "untyped"
+        allowed = np.array([[job.runs_on(g) for g in types] for job in jobs], dtype=bool).reshape(len(jobs), -1)
+        running = self.type_hi >= 0
+        odd = running & ((self.type_lo != self.type_hi) | ~allowed[self.gj, np.maximum(self.type_lo, 0)])
+        for g in np.flatnonzero(odd).tolist():
+            j, t = int(self.gj[g]), int(self.gt[g])
+            codes = self._group_types(g)
+            if len(codes) > 1:
+                out.append(Violation(3, t, f"job {jobs[j].id}", "workers on GPU types "
+                                     f"{', '.join(name(k) for k in codes)}: one type per slot"))
+            for k in codes:
+                if not jobs[j].runs_on(types[k]):
+                    out.append(Violation(3, t, f"job {jobs[j].id}", f"workers on GPU type {name(k)}, "
+                                         "which its speed table does not list"))
+        return out
 
     def _network(self) -> list[Violation]:
         topo = self.inst.topology

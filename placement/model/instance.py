@@ -19,7 +19,7 @@ import numpy as np
 
 from placement.model import limits
 from placement.model.strict_json import Fields, InstanceError, fail, join, read_json, string, vector, write_json
-from placement.model.speed import SpeedTable
+from placement.model.speed import SpeedTable, TypedSpeed, read_speed
 from placement.model.topology import Link, Machine, Switch, Topology
 
 __all__ = ["Instance", "InstanceError", "Job", "Link", "Machine", "Switch", "Topology", "demand_matrix", "demand_vector",
@@ -77,8 +77,14 @@ class Job:
     min_workers: int = 1
     weight: float = 1
     restart_seconds: float = 0
-    #: measured speed (MODEL.md 8); None: the linear rate of MODEL.md 4
-    speed: SpeedTable | None = None
+    #: measured speed (MODEL.md 8), one table or one per GPU type; None: the linear rate of MODEL.md 4
+    speed: SpeedTable | TypedSpeed | None = None
+
+    def runs_on(self, gpu_type: str | None) -> bool:
+        """May the job's workers use machines of ``gpu_type`` (a per-type table lists only
+        the types it may use; every other job runs on any type)?"""
+        types = None if self.speed is None else self.speed.types
+        return types is None or gpu_type in types
 
     @property
     def kappa(self) -> float:
@@ -115,14 +121,14 @@ class Job:
         """Seconds per mini-batch when the gradient exchange runs at ``gbps`` (MODEL.md 4)."""
         return self.batch_seconds + 2 * self.gradient_mb * MB_TO_GB / gbps
 
-    def rate(self, workers: int, machines: int, local_gbps: float) -> float:
-        """Mini-batches per second of the whole job with ``workers`` workers whose tasks
-        span ``machines`` machines (``local_gbps``: that machine's, when it is one): the
-        speed table's entry (MODEL.md 8) or W / theta (MODEL.md 4)."""
+    def rate(self, workers: int, machines: int, local_gbps: float, gpu_type: str | None = None) -> float:
+        """Mini-batches per second of the whole job with ``workers`` workers on GPUs of
+        ``gpu_type`` whose tasks span ``machines`` machines (``local_gbps``: that machine's,
+        when it is one): the speed table's entry (MODEL.md 8) or W / theta (MODEL.md 4)."""
         if workers <= 0:
             return 0.0
         if self.speed is not None:
-            return self.speed.rate(workers, machines)
+            return self.speed.rate(workers, machines, gpu_type)
         return workers / self.batch_time(local_gbps if machines == 1 else self.worker_gbps)
 
     @classmethod
@@ -150,8 +156,8 @@ class Job:
             fail(join(path, "ps_gbps"), f"max_workers {job.max_workers} need "
                  f"{limits.too_many(limits.WORKERS, job.min_ps(job.max_workers), 'PSs')}", InstanceError)
         if f.has("speed"):
-            job = replace(job, speed=SpeedTable.from_dict(value["speed"], join(path, "speed"),
-                                                          job.min_workers, job.max_workers))
+            job = replace(job, speed=read_speed(value["speed"], join(path, "speed"),
+                                                job.min_workers, job.max_workers))
         return job
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,7 +239,9 @@ class Instance:
                     job.min_workers, job.max_workers):
                 fail(join(where, "speed"), f"the table covers W = {job.speed.min_workers}.."
                      f"{job.speed.max_workers}, the job {job.min_workers}..{job.max_workers}", InstanceError)
-            if not fits[i]:
+            if job.speed is not None and job.speed.types is not None:
+                self._check_types(job, join(where, "speed"))
+            elif not fits[i]:
                 self._check_fits(job, where)
 
     @staticmethod
@@ -286,6 +294,29 @@ class Instance:
         if room < job.min_workers:
             fail(join(where, "min_workers"), f"the whole cluster holds at most {room} workers "
                  f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
+
+    def _check_types(self, job: Job, where: str) -> None:
+        """A per-type table names only types some machine has, and on at least one of them
+        the job can run (its worker and PS fit, its min_workers fit the type's machines)."""
+        present = set(self.topology.gpu_types)
+        for g in sorted(job.speed.types):
+            if g not in present:
+                have = ", ".join(sorted(repr(x) for x in present if x is not None)) or "none"
+                fail(join(join(where, "by_type"), g), f"no machine has GPU type {g!r} (types: {have})",
+                     InstanceError)
+        codes = [k for k, g in enumerate(self.topology.gpu_types) if g in job.speed.types]
+        on = np.isin(self.topology.type_code, codes)
+        cap = self.capacity_matrix[on]
+        alpha, beta = demand_vectors(job, self.resources)
+        worker_fits = (alpha <= cap + 1e-9).all(axis=1)
+        ps_fits = (beta <= self.capacity_matrix + 1e-9).all(axis=1).any()
+        with np.errstate(divide="ignore"):
+            per = np.where(alpha > 0, np.floor((cap + 1e-9) / np.where(alpha > 0, alpha, 1)), 10**9).min(axis=1)
+        room = max((per[self.topology.type_code[on] == k].sum() for k in codes), default=0)
+        if not worker_fits.any() or not ps_fits or room < job.min_workers:
+            fail(where, f"the job cannot run on any of its GPU types ({', '.join(sorted(job.speed.types))}): "
+                 f"a worker or a PS fits no machine, or min_workers {job.min_workers} exceed what the "
+                 f"machines of each type hold", InstanceError)
 
     # ----- file form ---------------------------------------------------------------------
     @classmethod
@@ -358,6 +389,6 @@ class Instance:
         """MODEL.md's charge beyond the horizon for ``remaining`` batches of an unfinished
         job: the time they take at max_workers on the fastest machine (with a speed table,
         at its fastest local rate, MODEL.md 8)."""
-        if job.speed is not None:
+        if job.speed is not None:  # per GPU type: the fastest type's (MODEL.md 8)
             return remaining / job.speed.fastest_local
         return remaining * job.batch_time(self.best_local_gbps) / job.max_workers

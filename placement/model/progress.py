@@ -32,14 +32,24 @@ def batch_time(instance: Instance, job: Job, tasks: Tasks) -> float:
     return job.batch_time(job.worker_gbps)
 
 
+def gpu_types(instance: Instance, tasks: Tasks) -> set[str | None]:
+    """The GPU types of the machines holding workers in ``tasks`` (MODEL.md 8: one, when valid)."""
+    machines, index = instance.topology.machines, instance.topology.machine_index
+    return {machines[index[h]].gpu_type for h, (w, _) in tasks.items() if w}
+
+
 def job_rate(instance: Instance, job: Job, tasks: Tasks) -> float:
     """Mini-batches per second of the whole job with ``tasks`` (MODEL.md 4, or its speed
-    table, MODEL.md 8); 0 without workers."""
+    table, MODEL.md 8: the workers' GPU type's, the slowest if they mix types, which the
+    rules forbid); 0 without workers."""
     workers = sum(w for w, _ in tasks.values())
     if workers == 0:
         return 0.0
     if job.speed is not None:
-        return job.speed.rate(workers, sum(1 for w, s in tasks.values() if w or s))
+        machines = sum(1 for w, s in tasks.values() if w or s)
+        if job.speed.types is None:
+            return job.speed.rate(workers, machines)
+        return min(job.speed.rate(workers, machines, g) for g in gpu_types(instance, tasks))
     return workers / batch_time(instance, job, tasks)
 
 

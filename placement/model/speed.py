@@ -9,12 +9,17 @@ JSON (a job's optional ``"speed"`` key; docs/model.md, 'Measured speed'):
     "speed": {"local": [...], "spread": {"2": [...], "4": [...]}}  # by machines spanned
     "speed": {"base": 3.5, "local": [1, 1.8, ...], "spread": [...]}  # speedups over `base`
 
+    "speed": {"by_type": {"a100": {"local": [...], "spread": [...]},
+                          "t4":   {"local": [...], "spread": [...]}}}   # per GPU type (MODEL.md 8)
+
 Each list has one entry per worker count W = min_workers .. max_workers: the mini-batches
 per second of the whole job with W workers, all of its tasks on one machine (``local``)
 or on several (``spread``). With ``base``, entries are speedups and the rate is
 ``base x entry``. ``spread`` by machines spanned: the row of the largest key not above the
 machines the job spans (keys are integers >= 2 and must include 2). Entries are positive
 and finite; there is no monotonicity rule (measured throughput may fall past the knee).
+``by_type``: one such table per GPU type (a machine's ``gpu_type``); the job's workers may
+use only the types listed (:class:`TypedSpeed`).
 """
 from __future__ import annotations
 
@@ -23,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.model import limits
-from placement.model.strict_json import FileFormatError, InstanceError, Fields, fail, join, number
+from placement.model.strict_json import FileFormatError, InstanceError, Fields, fail, join, number, string
 
-__all__ = ["SpeedTable"]
+__all__ = ["SpeedTable", "TypedSpeed", "read_speed"]
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,16 @@ class SpeedTable:
     def max_workers(self) -> int:
         return self.min_workers + len(self.local) - 1
 
-    def rate(self, workers: int, machines: int) -> float:
+    #: the GPU types the table is limited to (None: any type, at the same rates)
+    types = None
+
+    def table(self, gpu_type: str | None) -> "SpeedTable":
+        """The rates on ``gpu_type``: this table, whatever the type."""
+        return self
+
+    def rate(self, workers: int, machines: int, gpu_type: str | None = None) -> float:
         """Mini-batches per second with ``workers`` workers spanning ``machines`` machines
-        (0 outside [min_workers, max_workers] or without workers)."""
+        (0 outside [min_workers, max_workers] or without workers); the same on every GPU type."""
         k = workers - self.min_workers
         if machines < 1 or not 0 <= k < len(self.local):
             return 0.0
@@ -123,3 +135,69 @@ class SpeedTable:
         if len(self.spread) == 1:
             return {"local": list(self.local), "spread": list(self.spread[0][1])}
         return {"local": list(self.local), "spread": {str(c): list(r) for c, r in self.spread}}
+
+
+@dataclass(frozen=True)
+class TypedSpeed:
+    """One :class:`SpeedTable` per GPU type (MODEL.md 8, GPU types): the job's workers run
+    only on the types listed, at that type's rates. The queries that take no type (the
+    fastest rate, the best rate per worker) answer for the fastest type: what a relaxation
+    may credit."""
+
+    #: (type, table), sorted by type
+    by_type: tuple[tuple[str, SpeedTable], ...]
+
+    @property
+    def types(self) -> frozenset[str]:
+        return frozenset(g for g, _ in self.by_type)
+
+    @property
+    def min_workers(self) -> int:
+        return self.by_type[0][1].min_workers
+
+    @property
+    def max_workers(self) -> int:
+        return self.by_type[0][1].max_workers
+
+    def table(self, gpu_type: str | None) -> SpeedTable | None:
+        """The table of ``gpu_type``, or None: the job may not run there."""
+        return next((t for g, t in self.by_type if g == gpu_type), None)
+
+    def rate(self, workers: int, machines: int, gpu_type: str | None = None) -> float:
+        """The rate on ``gpu_type`` (0 on a type the job does not list)."""
+        table = self.table(gpu_type)
+        return table.rate(workers, machines) if table is not None else 0.0
+
+    @property
+    def fastest_local(self) -> float:
+        return max(t.fastest_local for _, t in self.by_type)
+
+    @property
+    def fastest(self) -> float:
+        return max(t.fastest for _, t in self.by_type)
+
+    def best_per_worker(self, *, local: bool) -> float:
+        return max(t.best_per_worker(local=local) for _, t in self.by_type)
+
+    def best_rate(self, *, local: bool, most_workers: int) -> float:
+        return max(t.best_rate(local=local, most_workers=most_workers) for _, t in self.by_type)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"by_type": {g: t.to_dict() for g, t in self.by_type}}
+
+
+def read_speed(value: Any, path: str, min_workers: int, max_workers: int,
+               error: type[FileFormatError] = InstanceError) -> SpeedTable | TypedSpeed:
+    """A job's ``"speed"``: one table, or ``{"by_type": {type: table, ...}}``."""
+    if isinstance(value, dict) and "by_type" in value:
+        Fields(value, path, error, ("by_type",))
+        where = join(path, "by_type")
+        raw = value["by_type"]
+        if not isinstance(raw, dict) or not raw:
+            fail(where, "must map each GPU type to a speed table (at least one)", error)
+        tables = []
+        for g, table in raw.items():
+            string(g, join(where, g), error)
+            tables.append((g, SpeedTable.from_dict(table, join(where, g), min_workers, max_workers, error)))
+        return TypedSpeed(tuple(sorted(tables)))
+    return SpeedTable.from_dict(value, path, min_workers, max_workers, error)

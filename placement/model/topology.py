@@ -23,9 +23,12 @@ class Machine:
     id: str
     capacity: dict[str, float]
     local_gbps: float
+    #: the GPU type of its GPUs (MODEL.md 8); None: untyped (a class of its own)
+    gpu_type: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "capacity": dict(self.capacity), "local_gbps": self.local_gbps}
+        return {"id": self.id, "capacity": dict(self.capacity), "local_gbps": self.local_gbps,
+                **({"gpu_type": self.gpu_type} if self.gpu_type is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -146,10 +149,11 @@ class Topology:
         machines = []
         for i, m in enumerate(f.array("machines")):
             mf = Fields(m, join(join(path, "machines"), i), InstanceError,
-                        ("id", "capacity", "local_gbps"))
+                        ("id", "capacity", "local_gbps"), ("gpu_type",))
             machines.append(Machine(mf.string("id"),
                                     vector(m["capacity"], join(mf.path, "capacity"), InstanceError),
-                                    mf.number("local_gbps", positive=True)))
+                                    mf.number("local_gbps", positive=True),
+                                    mf.string("gpu_type") if mf.has("gpu_type") else None))
         switches = [Switch(Fields(s, join(join(path, "switches"), i), InstanceError, ("id",)).string("id"))
                     for i, s in enumerate(f.array("switches") if f.has("switches") else [])]
         links = []
@@ -182,6 +186,24 @@ class Topology:
     def nodes(self) -> tuple[str, ...]:
         """All node ids: machines first (same order as ``machines``), then switches."""
         return tuple(n.id for n in (*self.machines, *self.switches))
+
+    @cached_property
+    def gpu_types(self) -> tuple[str | None, ...]:
+        """The GPU types of the machines, in order of first appearance (None: untyped)."""
+        return tuple(dict.fromkeys(m.gpu_type for m in self.machines))
+
+    @cached_property
+    def typed(self) -> bool:
+        """Does any machine declare a GPU type (MODEL.md 8)?"""
+        return any(m.gpu_type is not None for m in self.machines)
+
+    @cached_property
+    def type_code(self) -> np.ndarray:
+        """Per machine (topology order), the index of its type in :attr:`gpu_types` (read-only)."""
+        index = {g: k for k, g in enumerate(self.gpu_types)}
+        codes = np.array([index[m.gpu_type] for m in self.machines], dtype=np.int64)
+        codes.flags.writeable = False
+        return codes
 
     def graph(self) -> nx.Graph:
         """The tree as a NetworkX graph; nodes carry ``kind`` (and machine data), edges ``gbps``."""
