@@ -16,7 +16,11 @@ the peers must reproduce their paper before our policies are measured there.
   OR-Tools. So the runs happen in an environment of their own: ``--peer-python PY`` names
   its interpreter; without it the script uses ``.sia-venv/`` in the project and makes it on
   first use (about 30 s from wheels). The project reaches it by ``PYTHONPATH``.
-- Policies: ``--policy peer:sia|peer:gavel|peer:pollux`` (repeatable; default all three).
+- Policies: ``--policy peer:sia|peer:gavel|peer:pollux`` (repeatable; default all three) and
+  ours (``lp-rounding``, ``greedy``, ... any name of ``placement.online.registry``), put into
+  the simulator as its Sia policy (``placement.integrations.sia_adapter``: jobs behave as
+  under ``peer:sia``) and told ``--information`` of job lengths (default ``none``: Sia's own;
+  ``oracle`` is labelled so in the report). Every run shows what its policy knew.
   Finished runs are cached in ``--cache`` (default ``.peer-cache/``) by the workload's
   content, the policy, ``--max-hours``, the simulator's files and the runner's code: a
   rerun only runs what changed. ``--jobs N`` runs N at once (default 1, for decision times
@@ -47,10 +51,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_model  # noqa: E402
-from peer_pollux import BadInput, cache_key, cached, code_hash, write_outputs  # noqa: E402
+from peer_pollux import BadInput, cache_key, cached, code_hash, code_version, write_outputs  # noqa: E402
 
 from placement.integrations.sia import (CONFIG_OVERRIDES, PEER_POLICIES, SIA_PACKAGES, SiaError,  # noqa: E402
                                         check_folder, simulator_hash)
+from placement.online.registry import POLICIES as OURS  # noqa: E402
 
 #: the paper's Table 3 (SOSP'23, 64-GPU heterogeneous cluster): trace -> policy -> (average
 #: JCT h, its +-, p99 JCT h, makespan h, its +-), each +- over the trace's ten workloads
@@ -139,13 +144,15 @@ def runner_version() -> str:
     return code_hash([ROOT / "placement" / "integrations" / "sia.py"])
 
 
+
 # ----- runs --------------------------------------------------------------------------------------
 def run_in_peer(py: Path, sim: Path, workload: Path, policy: str, out: Path, max_hours: float,
-                log: Path) -> dict[str, Any]:
+                log: Path, information: str = "none") -> dict[str, Any]:
     """One run in the peer's environment; its progress bar goes to the terminal, or to
     ``log`` (beside the cache entry, for ``tail`` while it runs; removed once it is done)."""
     cmd = [str(py), "-m", "placement.integrations.sia", "--simulator", str(sim), "--workload", str(workload),
-           "--policy", policy, "--out", str(out), "--max-hours", str(max_hours), "--progress"]
+           "--policy", policy, "--out", str(out), "--max-hours", str(max_hours), "--progress",
+           *([] if policy in PEER_POLICIES else ["--information", information])]
     tty = sys.stderr.isatty()
     with open(os.devnull if tty else log, "w") as err:
         p = subprocess.run(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=None if tty else err)
@@ -232,11 +239,16 @@ def markdown(doc: dict[str, Any]) -> str:
         rs = sorted((r for r in runs if (r["trace"], r["workload"]) == wl),
                     key=lambda r: (r["average_jct"] is None, r["average_jct"] or 0))
         L += [f"## {TRACE_NAMES.get(wl[0] or '', wl[0] or 'workload')}: {wl[1]}", "",
-              "| policy | avg JCT (h) | p99 JCT (h) | makespan (h) | unfinished | restarts | "
-              "decision median (ms) | p95 (ms) | decisions | wall (s) |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| policy | knows of job lengths | avg JCT (h) | x peer:sia | p99 JCT (h) | makespan (h) | "
+              "unfinished | restarts | decision median (ms) | p95 (ms) | decisions | wall (s) |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        sia = next((r["average_jct"] for r in rs if r["policy"] == "peer:sia" and not r["unfinished"]), None)
         for r in rs:
-            L.append(f"| `{r['policy']}` | {_h(r['average_jct'])} | {_h(r['p99_jct'], 1)} | {_h(r['makespan'], 1)} | "
+            ratio = "-" if not sia or r["average_jct"] is None or r["unfinished"] else f"{r['average_jct'] / sia:.2f}"
+            knows = r.get("information", "none")
+            knows = "**oracle** (true lengths)" if knows == "oracle" else knows
+            L.append(f"| `{r['policy']}` | {knows} | {_h(r['average_jct'])} | {ratio} | {_h(r['p99_jct'], 1)} | "
+                     f"{_h(r['makespan'], 1)} | "
                      f"{len(r['unfinished'])} | {r['restarts']} | {_ms(r['decision_median_s'])} | "
                      f"{_ms(r['decision_p95_s'])} | {r['decisions']} | {r['wall_s']:.0f} |")
         L.append("")
@@ -291,7 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--simulator", required=True, help="the sia-simulator folder (your checkout)")
     ap.add_argument("--workload", action="append", required=True, help="workload CSV (repeatable)")
-    ap.add_argument("--policy", action="append", help="peer policy (repeatable; default: all three)")
+    ap.add_argument("--policy", action="append",
+                    help="peer:sia, peer:gavel, peer:pollux or one of ours, e.g. lp-rounding (repeatable; "
+                         "default: the three peers)")
+    ap.add_argument("--information", choices=("none", "oracle"), default="none",
+                    help="what our policies are told of job lengths (default none, as Sia; the peers always none)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "PEER_SIA.json"), help="JSON results")
     ap.add_argument("--report", help="Markdown report (default: .md beside --out)")
     ap.add_argument("--peer-python", help="python of an environment that runs the Sia simulator")
@@ -312,9 +328,9 @@ def main(argv: list[str] | None = None) -> int:
         except SiaError as exc:
             raise BadInput(str(exc)) from None
         policies = list(dict.fromkeys(args.policy or PEER_POLICIES))
-        bad = [p for p in policies if p not in PEER_POLICIES]
+        bad = [p for p in policies if p not in PEER_POLICIES and p not in OURS]
         if bad:
-            raise BadInput(f"unknown policy {bad[0]!r}; choose from {', '.join(PEER_POLICIES)}")
+            raise BadInput(f"unknown policy {bad[0]!r}; choose from {', '.join([*PEER_POLICIES, *OURS])}")
         if not 0 < args.max_hours < float("inf") or args.jobs < 1:
             raise BadInput(f"--max-hours must be > 0 and --jobs >= 1, got {args.max_hours} and {args.jobs}")
         workloads = [Path(w) for w in args.workload]
@@ -335,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     sim_v, run_v = simulator_hash(sim), runner_version()
+    ours_v = code_version() if any(p in OURS for p in policies) else None
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     from tqdm import tqdm
     tasks = [(w, p) for w in workloads for p in policies]
@@ -342,15 +359,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(task: tuple[Path, str]) -> tuple[dict[str, Any], bool]:
         w, policy = task
+        mine = policy in OURS
         key = cache_key("sia-run", hashlib.sha256(contents[w]).hexdigest(), policy, run_v, sim_v,
-                        str(args.max_hours))
+                        str(args.max_hours), *((ours_v, args.information) if mine else ()))
         if args.cached_only and not (cache / f"{key}.json").exists():
             log = cache / f"{key}.log"
             got = _last_line(log.read_text(errors="replace"), 0) if log.exists() else ""
             bar.update(1)
             return {"workload": w.stem, "trace": trace_of(w), "policy": policy, "progress": got or None}, False
         r, hit = cached(cache, key, lambda tmp: run_in_peer(py, sim, w, policy, tmp, args.max_hours,
-                                                           cache / f"{key}.log"))
+                                                           cache / f"{key}.log", args.information))
         r["workload"], r["trace"] = w.stem, trace_of(w)
         bar.update(1)
         bar.set_postfix_str(f"{w.stem} {policy} done")

@@ -73,9 +73,11 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
     usage = [js.usage() for js in jobs]
     uplinks = _uplink_total(instance)
     if not np.isfinite(uplinks):
-        usage = [np.column_stack([u[:, :R], np.zeros(len(u))]) for u in usage]  # no valid uplink row
+        for u in usage:
+            u[:, R] = 0.0  # no valid uplink row
         uplinks = 0.0
-    b = np.tile(np.append(instance.capacity_matrix.sum(axis=0), uplinks), T)
+    b = np.tile(_shared(instance, uplinks), T)
+    width = len(b) // T   # shared rows per slot
     best_lattice = [-np.inf]  # the best Lagrangian value of the lattice-cost relaxation over the rounds
 
     def column(k: int, slots: tuple[int, ...], cost: float) -> Column:
@@ -84,13 +86,13 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
         for i, c in enumerate(slots):
             if c >= 0:
                 nz = np.flatnonzero(usage[k][c])
-                rows.append((first + i) * (R + 1) + nz)
+                rows.append((first + i) * width + nz)
                 vals.append(usage[k][c][nz])
         return Column(k, cost, np.concatenate(rows) if rows else np.zeros(0, np.int64),
                       np.concatenate(vals) if vals else np.zeros(0), slots)
 
     def price(pi: np.ndarray) -> Pricing:
-        per_slot = -pi.reshape(T, R + 1)
+        per_slot = -pi.reshape(T, width)
         least, lattice, cols = np.zeros(len(jobs)), np.zeros(len(jobs)), []
         for k, js in enumerate(jobs):
             if time.perf_counter() > stop_at:
@@ -116,6 +118,17 @@ def column_bound(instance: Instance, *, time_limit: float | None = 30.0) -> Colu
     return ColumnBound(bound=bound, source=source, lp_value=result.lp_value, lagrangian=result.bound,
                        rounds=result.rounds, converged=result.converged, seconds=time.perf_counter() - clock,
                        columns=tuple(result.columns), capacity=b, jobs=tuple(jobs))
+
+
+def _shared(instance: Instance, uplinks: float) -> np.ndarray:
+    """One slot's shared rows' right-hand sides (:meth:`JobSchedules.usage`'s columns): the cluster's
+    total of each resource, the machines' uplinks, then on a cluster with GPU types each type's total."""
+    cap = instance.capacity_matrix
+    parts = [cap.sum(axis=0), [uplinks]]
+    if instance.topology.typed:
+        code = instance.topology.type_code
+        parts.append(np.array([cap[code == k].sum(axis=0) for k in range(len(instance.topology.gpu_types))]).ravel())
+    return np.concatenate(parts)
 
 
 def _uplink_total(instance: Instance) -> float:

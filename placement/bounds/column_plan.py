@@ -4,9 +4,9 @@ program, placed on the machines slot by slot and handed to the slot rules as the
 The column LP (:mod:`placement.bounds.column_bound`) already knows, per job, whole schedules that respect the
 cluster's totals slot by slot; choosing one per job as a 0/1 program over the columns generated is fast
 (hundreds of columns) and gives each job its worker count, locality and running slots.  Machines are
-then found slot by slot with the slot rules' own capacity search (a job keeps its machines while its
-configuration stays, so the plan's "no restart" holds where it can); the slot rules
-(:mod:`placement.slots.rules`) keep every MODEL.md rule and re-use what the plan leaves free, and the
+then found slot by slot with the slot rules' own capacity search, on the configuration's GPU type (a job
+keeps its machines while its configuration stays, so the plan's "no restart" holds where it can); the slot
+rules (:mod:`placement.slots.rules`) keep every MODEL.md rule and re-use what the plan leaves free, and the
 chain's referee scores the result.
 """
 
@@ -22,6 +22,7 @@ from placement.chain import ForwardOnly, Trace
 from placement.slots.residual import Residual
 from placement.model.instance import Instance
 from placement.model.intent import Intent, JobIntent
+from placement.model.topology import Topology
 from solvers.colgen import restricted_master
 from solvers.mip import solve_mip
 
@@ -49,8 +50,10 @@ def column_plan(instance: Instance, bound: ColumnBound) -> list[Intent]:
 
 
 def _sizes(instance: Instance, bound: ColumnBound, chosen: dict[int, tuple[int, ...]]) -> list[dict[str, JobIntent]]:
-    """Per slot each planned job's size, on no machine in particular (a hint the slot rules place)."""
+    """Per slot each planned job's size, on no machine in particular (a hint the slot rules place),
+    named on the first machine of its GPU type."""
     topo = instance.topology
+    first_of = _first_of_type(topo)
     slots: list[dict[str, JobIntent]] = [{} for _ in range(instance.horizon)]
     for k, payload in chosen.items():
         schedules = bound.jobs[k]
@@ -58,7 +61,7 @@ def _sizes(instance: Instance, bound: ColumnBound, chosen: dict[int, tuple[int, 
             if c >= 0:
                 config = schedules.configs[c]
                 slots[schedules.first + i][schedules.job.id] = JobIntent(
-                    topo.root_id, {topo.machines[0].id: (config.workers, config.ps)})
+                    topo.root_id, {first_of[config.gpu_type]: (config.workers, config.ps)})
     return slots
 
 
@@ -67,6 +70,7 @@ def _placed(instance: Instance, bound: ColumnBound, chosen: dict[int, tuple[int,
     machines when they still fit (no restart), the others go largest first where the capacity search of
     the slot rules puts them; a job nothing fits is left to the slot rules with a hint of its size."""
     topo = instance.topology
+    first_of = _first_of_type(topo)
     residual = Residual(instance)
     share = 1.0 / np.maximum(instance.capacity_matrix.sum(axis=0), 1e-12)
     slots: list[dict[str, JobIntent]] = [{} for _ in range(instance.horizon)]
@@ -82,15 +86,24 @@ def _placed(instance: Instance, bound: ColumnBound, chosen: dict[int, tuple[int,
             kept = before.get(job.id)
             tasks = kept[1] if kept is not None and kept[0] == k and residual.fits(job, kept[1]) else None
             if tasks is None:
-                tasks = residual.find(job, config.workers, prefer=list(kept[1]) if kept else ())
+                on_type = {"gpu_type": topo.gpu_types[config.gpu_type]} if topo.typed else {}
+                tasks = residual.find(job, config.workers, prefer=list(kept[1]) if kept else (), **on_type)
             if tasks is None:
-                slots[t][job.id] = JobIntent(topo.root_id, {topo.machines[0].id: (config.workers, config.ps)})
+                slots[t][job.id] = JobIntent(topo.root_id, {first_of[config.gpu_type]: (config.workers, config.ps)})
                 continue
             residual.place(job, tasks)
             now[job.id] = (k, tasks)
             slots[t][job.id] = JobIntent(topo.lca(list(tasks)), dict(tasks))
         before = now
     return slots
+
+
+def _first_of_type(topology: Topology) -> dict[int, str]:
+    """Per GPU type code, its first machine (where a size-only hint names the job's type)."""
+    first: dict[int, str] = {}
+    for machine, k in zip(topology.machines, topology.type_code.tolist()):
+        first.setdefault(k, machine.id)
+    return first
 
 
 class ColumnPlan(ForwardOnly):

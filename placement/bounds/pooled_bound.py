@@ -18,6 +18,15 @@ instance, slot by slot with the same worker count, at least its progress and at 
 terms; that model's LP value is a lower bound on its own optimum, so on the original one. The
 configuration model rather than the aggregated one: the same value for linear jobs, tighter for
 concave tables (the aggregated model credits every worker at the table's best rate per worker).
+
+GPU types (MODEL.md 8), on a cluster whose machines are all leaves: one such machine per type
+(its type's summed capacity, the fastest exchange, each type's table with its fastest rows)
+under one switch whose links carry the summed machine uplinks of each type. A valid schedule's
+job-slot maps to the local configuration on its workers' type's machine when all its tasks sit
+on machines of that type, else (its PSs elsewhere) to a spread configuration of that type below
+the switch, at least as fast and no heavier on any row (its tasks reserve their bandwidth on
+their machines' uplinks; the per-type rows count workers only). So the jobs queue per type:
+the A100s' speed is credited only to what fits in the A100s.
 """
 from __future__ import annotations
 
@@ -29,8 +38,8 @@ import numpy as np
 from placement.model.evaluate import isolated_jct
 from placement.formulation.configuration import formulate_configuration
 from placement.model.instance import Instance, Job
-from placement.model.speed import SpeedTable
-from placement.model.topology import Machine, Topology
+from placement.model.speed import SpeedTable, TypedSpeed
+from placement.model.topology import Link, Machine, Switch, Topology
 from solvers.lp import solve_lp
 from solvers.result import Status
 
@@ -44,17 +53,42 @@ MAX_CONFIGURATIONS = 5_000_000
 
 def as_one_machine(instance: Instance) -> Instance:
     """The relaxation of the module docstring: the same jobs on one machine with the cluster's
-    summed capacity, as fast as its fastest placement."""
-    total = {r: float(instance.capacity_matrix[:, k].sum()) for k, r in enumerate(instance.resources)}
+    summed capacity, as fast as its fastest placement; one per GPU type where :func:`_per_type`."""
+    cap = instance.capacity_matrix
     fastest = max([instance.best_local_gbps] + [j.worker_gbps for j in instance.jobs])
-    return dataclasses.replace(instance, topology=Topology((Machine("cluster", total, fastest),)),
-                               jobs=tuple(_fastest_rows(j) for j in instance.jobs), name=instance.name + "-pooled")
+    per_type = _per_type(instance)
+    jobs = tuple(_fastest_rows(j, per_type) for j in instance.jobs)
+    if not per_type:
+        total = {r: float(cap[:, k].sum()) for k, r in enumerate(instance.resources)}
+        return dataclasses.replace(instance, topology=Topology((Machine("cluster", total, fastest),)), jobs=jobs,
+                                   name=instance.name + "-pooled")
+    topo = instance.topology
+    uplink = np.array([sum(topo.links[i].gbps for i in topo.path_links(m.id, topo.parent(m.id)))
+                       for m in topo.machines])
+    machines, links = [], []
+    for k, g in enumerate(topo.gpu_types):
+        mine = topo.type_code == k
+        machines.append(Machine(f"pool{k}", {r: float(cap[mine, i].sum()) for i, r in enumerate(instance.resources)},
+                                fastest, g))
+        links.append(Link(f"pool{k}", "pool", float(uplink[mine].sum())))
+    return dataclasses.replace(instance, topology=Topology(tuple(machines), (Switch("pool"),), tuple(links), "pool"),
+                               jobs=jobs, name=instance.name + "-pooled")
+
+
+def _per_type(instance: Instance) -> bool:
+    """Pool per GPU type (module docstring): two types or more, every machine a leaf (a machine with
+    machines below it may be a spread job's lowest common ancestor, whose tasks reserve no uplink)."""
+    topo = instance.topology
+    return len(topo.gpu_types) >= 2 and all(len(topo.below(m.id)) == 1 for m in topo.machines)
 
 
 def pooled_size(instance: Instance) -> int:
     """The configurations of the pooled LP: per job, its slots from arrival to the horizon times its
-    worker counts (on the one machine every count fits)."""
-    return sum(max(0, instance.horizon - j.arrival) * (j.max_workers - j.min_workers + 1) for j in instance.jobs)
+    worker counts (on the one machine every count fits); pooled per type, at most two (local, spread)
+    per type the job runs on."""
+    types = instance.topology.gpu_types if _per_type(instance) else None
+    return sum(max(0, instance.horizon - j.arrival) * (j.max_workers - j.min_workers + 1)
+               * (1 if types is None else 2 * sum(j.runs_on(g) for g in types)) for j in instance.jobs)
 
 
 def pooled_bound(instance: Instance, *, time_limit: float | None = None,
@@ -109,12 +143,22 @@ def average_jct_bounds(instance: Instance) -> AverageJctBounds:
                             size=size)
 
 
-def _fastest_rows(job: Job) -> Job:
+def _fastest_rows(job: Job, per_type: bool) -> Job:
     """A table job whose local row is, per worker count, its fastest rate over every row (on one
     machine every job is local, and a spread row may be faster than the local one; the spread rows
-    stay, unread, because a table must have one)."""
+    stay, because a table must have one, and are read by the spread configurations of a pool per
+    type). A per-type table: each type's so when pooled ``per_type``, else one table over all of them."""
     if job.speed is None:
         return job
-    rows = np.array([job.speed.local] + [rates for _, rates in job.speed.spread])
-    local = tuple(float(v) for v in rows.max(axis=0))
-    return dataclasses.replace(job, speed=SpeedTable(job.speed.min_workers, local, job.speed.spread))
+    if job.speed.types is None:
+        return dataclasses.replace(job, speed=_fastest([job.speed]))
+    tables = [t for _, t in job.speed.by_type]
+    if not per_type:
+        return dataclasses.replace(job, speed=_fastest(tables))
+    return dataclasses.replace(job, speed=TypedSpeed(tuple((g, _fastest([t])) for g, t in job.speed.by_type)))
+
+
+def _fastest(tables: list[SpeedTable]) -> SpeedTable:
+    """One table whose local row is the fastest of every row of ``tables`` (the first one's spread rows)."""
+    rows = np.array([row for t in tables for row in (t.local, *(rates for _, rates in t.spread))])
+    return SpeedTable(tables[0].min_workers, tuple(float(v) for v in rows.max(axis=0)), tables[0].spread)

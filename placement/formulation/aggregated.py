@@ -17,6 +17,13 @@ Every valid schedule maps to a feasible point of this model with the same object
 terms (its per-machine rows imply the aggregated ones), so with all domains allowed the
 LP value is again a lower bound on the optimal weighted JCT — weaker than the
 per-machine model's, as it forgets how tasks split between machines.
+
+GPU types (MODEL.md 8) keep it a relaxation: a domain's worker room counts only the machines
+of the types the job runs on (:func:`~placement.formulation.domains.fit_table`), each worker
+is credited the best rate per worker over those types, and that a gang's workers share one
+type is not modelled (a domain's count is not split by type; the configuration model does
+that). The decoder puts a spread option's workers on the machines of one type, the one with
+the most room.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from placement.formulation.progress_block import ProgressBlock
 from placement.formulation.rows import Rows, packing_rows
 from placement.model.instance import TOL, Instance
 from placement.model.intent import Intent, JobIntent
+from placement.model.topology import Topology
 from solvers.problem import FlatGroups, Problem
 
 _W, _S, _Y = 0, 1, 2
@@ -73,6 +81,16 @@ class AggregateDecoder:
         for k in range(ps):
             tasks.setdefault(hosts[k % len(hosts)], [0, 0])[1] += 1
         return {h: (v[0], v[1]) for h, v in tasks.items()}
+
+
+def _one_type(topology: Topology, split: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (machine, room) pairs of ``split`` of the GPU type with the most room (MODEL.md 8:
+    the decoder's workers on one type; PSs go beside them); all of them without types."""
+    if not topology.typed:
+        return split
+    code = topology.type_code
+    room = np.bincount([code[h] for h, _ in split], weights=[r for _, r in split], minlength=len(topology.gpu_types))
+    return [(h, r) for h, r in split if code[h] == int(np.argmax(room))]
 
 
 def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None = None,
@@ -122,7 +140,7 @@ def formulate_aggregated(instance: Instance, *, start: int = 0, end: int | None 
                     continue
                 speed = dt * job.speed.best_per_worker(local=False) if job.speed is not None \
                     else dt / job.batch_time(job.worker_gbps)
-                split = sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1])
+                split = _one_type(topo, sorted(((h, int(w_fit[h])) for h in useful), key=lambda item: -item[1]))
                 us = int(s_fit[useful].sum())
             per_job.append((d, uw, max(us, 1), speed, split))
         e_dom = np.array([e[0] for e in per_job], dtype=np.int64)

@@ -1,10 +1,14 @@
-"""The configuration model's columns: every (job, slot, worker count W, domain) option,
-built for all jobs at once in arrays.
+"""The configuration model's columns: every (job, slot, domain, GPU type, worker count W)
+option, built for all jobs at once in arrays.
 
-Per job, its configurations come in domain order, then W order: on each allowed local
-domain (machine h) the counts up to the most h holds with their PSs, on each allowed spread
-domain the counts up to the workers its useful machines hold (those that take a worker or a
-PS alone); then they are repeated over the job's time buckets, the first slot of the window
+Per job, its configurations come in domain order, then type order, then W order: on each
+allowed local domain (machine h, of h's GPU type, if the job runs on it) the counts up to
+the most h holds with their PSs; on each allowed spread domain and each type g the job runs
+on, the counts up to the workers its machines of type g hold, when at least two of its
+machines are useful (of type g and holding a worker, or holding a PS alone: PSs may sit on
+any type, MODEL.md 8); the option's tasks go to its useful machines of type g (its *split*).
+On a cluster without GPU types every machine has the one type None, so these are the
+(job, domain, W) options of before. Then they are repeated over the job's time buckets, the first slot of the window
 taking every allowed domain and the later ones only the job's later domains. The model is
 the one :mod:`placement.formulation.configuration` describes; this module only says how
 its columns are enumerated, without a Python loop per job (an online decision builds a model
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement import deadline
-from placement.formulation.domains import Domains, local_gbps
+from placement.formulation.domains import Domains, local_gbps, worker_types
 from placement.formulation.progress_block import ProgressBlock
 from placement.model.instance import MB_TO_GB, Instance, Job
 
@@ -28,13 +32,14 @@ __all__ = ["Options", "options", "min_ps_row", "count_choices"]
 @dataclass(frozen=True)
 class Options:
     """One entry per column x[j, t, c], job by job, bucket by bucket, configuration by
-    configuration: its job (instance index), first slot, domain, workers, batches per slot,
-    PSs, and machine split (an index into ``splits``: the machines of a spread domain that
-    hold a task; -1 for a local domain)."""
+    configuration: its job (instance index), first slot, domain, GPU type (code in
+    ``Topology.gpu_types``), workers, batches per slot, PSs, and machine split (an index into
+    ``splits``: the machines of a spread domain that hold a task; -1 for a local domain)."""
 
     job: np.ndarray
     slot: np.ndarray
     dom: np.ndarray
+    gtype: np.ndarray
     workers: np.ndarray
     speed: np.ndarray
     ps: np.ndarray
@@ -70,27 +75,35 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
     pair_dom = np.concatenate(allowed) if allowed else np.zeros(0, dtype=np.int64)
     low = np.array([job.min_workers for job in jobs], dtype=np.int64)
     high = np.array([job.max_workers for job in jobs], dtype=np.int64)
+    code = instance.topology.type_code
+    runs = np.ones((n_jobs, len(instance.topology.gpu_types)), dtype=bool)  # per job, the types it runs on
+    for k in (k for k, job in enumerate(jobs) if job.speed is not None and job.speed.types is not None):
+        runs[k] = worker_types(jobs[k], instance.topology)
 
-    # local domains: the counts up to the most the machine holds with their PSs
+    # local domains (machines of a type the job runs on): the counts up to the most it holds with their PSs
     on = doms.is_local[pair_dom]
     l_job, l_dom = pair_job[on], pair_dom[on]
+    runs_here = runs[l_job, code[l_dom]]
+    l_job, l_dom = l_job[runs_here], l_dom[runs_here]
     which = instance.machine_kinds[1]
     local_most = np.stack([kinds.local for kinds in progress.fit_kinds]) if n_jobs else np.zeros((0, 1), np.int64)
     n, l_w = count_choices(low[l_job], np.minimum(high[l_job], local_most[l_job, which[l_dom]]), counts)
     l_job, l_dom = np.repeat(l_job, n), np.repeat(l_dom, n)
 
-    # spread domains: the counts up to the workers its useful machines hold
-    s_job, s_dom, room, s_split, splits = _spread(progress, doms, which, pair_job[~on], pair_dom[~on])
+    # spread domains, per type: the counts up to the workers its useful machines of the type hold
+    s_job, s_dom, s_type, room, s_split, splits = _spread(progress, doms, which, code, runs, pair_job[~on],
+                                                          pair_dom[~on])
     n, s_w = count_choices(low[s_job], np.minimum(high[s_job], room), counts)
-    s_job, s_dom, s_split = np.repeat(s_job, n), np.repeat(s_dom, n), np.repeat(s_split, n)
+    s_job, s_dom, s_type, s_split = (np.repeat(a, n) for a in (s_job, s_dom, s_type, s_split))
 
-    # domain order, then W order, per job: a job's local domains come before its spread ones
+    # domain order, then type and W order, per job: a job's local domains come before its spread ones
     order = np.argsort(np.concatenate([l_job, s_job]), kind="stable")
     c_job = np.concatenate([l_job, s_job])[order]
     c_dom = np.concatenate([l_dom, s_dom])[order]
+    c_type = np.concatenate([code[l_dom], s_type])[order]
     c_w = np.concatenate([l_w, s_w])[order]
     c_split = np.concatenate([np.full(len(l_job), -1, dtype=np.int64), s_split])[order]
-    c_rate = _rates(instance, jobs, c_job, c_dom, c_w)
+    c_rate = _rates(instance, jobs, c_job, c_dom, c_type, c_w)
     c_ps = _min_ps(jobs, c_job, c_w)
 
     # repeated per bucket: the first slot of the window every domain, the later ones the later domains
@@ -106,8 +119,8 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
     keep = (e_slot == start) | later_ok[e_opt]
     e_opt, e_slot = e_opt[keep], e_slot[keep]
     return Options(job=np.asarray(progress.jobs, dtype=np.int64)[c_job[e_opt]], slot=e_slot.astype(np.int64),
-                   dom=c_dom[e_opt], workers=c_w[e_opt], speed=instance.slot_seconds * c_rate[e_opt],
-                   ps=c_ps[e_opt], split=c_split[e_opt], splits=splits)
+                   dom=c_dom[e_opt], gtype=c_type[e_opt], workers=c_w[e_opt],
+                   speed=instance.slot_seconds * c_rate[e_opt], ps=c_ps[e_opt], split=c_split[e_opt], splits=splits)
 
 
 def count_choices(low: np.ndarray, top: np.ndarray, counts: str) -> tuple[np.ndarray, np.ndarray]:
@@ -128,37 +141,43 @@ def count_choices(low: np.ndarray, top: np.ndarray, counts: str) -> tuple[np.nda
     return take.sum(axis=1), table[take]
 
 
-def _spread(progress: ProgressBlock, doms: Domains, which: np.ndarray, pair_job: np.ndarray, pair_dom: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
-    """The (job, spread domain) pairs whose useful machines (those that take a worker or a PS
-    of the job alone) are two or more: their jobs, domains, the workers those machines hold,
-    and their splits (indices into the list returned last, of those machines). The useful
-    machines are the same for jobs of one fit table: found once."""
-    seen: dict[tuple[int, int], tuple[int, int] | None] = {}
+def _spread(progress: ProgressBlock, doms: Domains, which: np.ndarray, code: np.ndarray, runs: np.ndarray,
+            pair_job: np.ndarray, pair_dom: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+    """The (job, spread domain, GPU type g) triples, g a type the job runs on (``runs[job,
+    g]``; ``code``: each machine's type), with two or more useful machines (of type g and
+    taking a worker of the job alone, or taking a PS alone) and room for a worker: their jobs,
+    domains, types, the workers the type's machines hold, and their splits (indices into the
+    list returned last, of the useful machines of type g). The same for jobs of one fit table
+    and types: found once."""
+    seen: dict[tuple[int, int, bytes], list[tuple[int, int, int]]] = {}
     splits: list = []
-    kept: list[tuple[int, int, int, int]] = []
+    kept: list[tuple[int, ...]] = []
     for k, d in zip(pair_job.tolist(), pair_dom.tolist()):
         deadline.check("building the model")
         kinds = progress.fit_kinds[k]
-        key = (id(kinds), d)
+        key = (id(kinds), d, runs[k].tobytes())
         if key not in seen:
             members = doms.member_arrays[d]
             kind = which[members]
-            useful = members[(kinds.workers[kind] >= 1) | (kinds.ps[kind] >= 1)]
-            seen[key] = None
-            if len(useful) >= 2:
-                seen[key] = (int(kinds.workers[which[useful]].sum()), len(splits))
-                splits.append(useful)
-        if seen[key] is not None:
-            kept.append((k, d, *seen[key]))
-    job, dom, room, split = np.array(kept, dtype=np.int64).reshape(-1, 4).T
-    return job, dom, room, split, splits
+            worker, ps = kinds.workers[kind] >= 1, kinds.ps[kind] >= 1
+            seen[key] = []
+            for g in np.unique(code[members]).tolist():
+                mine = code[members] == g
+                if runs[k, g] and np.count_nonzero((mine & worker) | ps) >= 2:
+                    useful = members[mine & (worker | ps)]
+                    seen[key].append((g, int(kinds.workers[which[useful]].sum()), len(splits)))
+                    splits.append(useful)
+        kept += [(k, d, *entry) for entry in seen[key]]
+    job, dom, gtype, room, split = np.array(kept, dtype=np.int64).reshape(-1, 5).T
+    return job, dom, gtype, room, split, splits
 
 
-def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray, workers: np.ndarray) -> np.ndarray:
+def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray, gtype: np.ndarray,
+           workers: np.ndarray) -> np.ndarray:
     """Batches per second of each option (``config_rate``): W / theta at the machine's
-    local_gbps or the job's worker_gbps, or the job's speed table (``job``: each option's
-    job, ascending)."""
+    local_gbps or the job's worker_gbps, or the job's speed table on the option's GPU type
+    (``gtype``; ``job``: each option's job, ascending)."""
     spread = dom >= len(instance.topology.machines)  # a local domain d is machine d
     batch = np.array([j.batch_seconds for j in jobs], dtype=float)[job]
     gradient = np.array([j.gradient_mb for j in jobs], dtype=float)[job]
@@ -168,15 +187,17 @@ def _rates(instance: Instance, jobs: list[Job], job: np.ndarray, dom: np.ndarray
         rate = workers / (batch + 2 * gradient * MB_TO_GB / gbps)
     # ``job`` is sorted (options come job by job): each table job's options are one slice
     bounds = np.searchsorted(job, np.arange(len(jobs) + 1))
+    types = instance.topology.gpu_types
     for k in (k for k, j in enumerate(jobs) if j.speed is not None):
         deadline.check("building the model")
         mine = np.arange(bounds[k], bounds[k + 1])
-        table = jobs[k].speed
         index = workers[mine] - jobs[k].min_workers
-        mine_rate = np.array(table.local, dtype=float)[index]
         apart = spread[mine]
-        mine_rate[apart] = [max(rates[i] for _, rates in table.spread) for i in index[apart].tolist()]
-        rate[mine] = mine_rate
+        for g in np.unique(gtype[mine]).tolist():
+            table = jobs[k].speed.table(types[g])
+            on = gtype[mine] == g
+            rows = np.array([table.local, np.max([rates for _, rates in table.spread], axis=0)], dtype=float)
+            rate[mine[on]] = rows[apart[on].astype(np.int64), index[on]]
     return rate
 
 

@@ -1,9 +1,10 @@
 """The configuration model: per job and slot, a choice among *configurations* — a worker
-count W and a domain d (a machine: local; a switch: spread below it) — each with its own
-rate. It is the model in which the LP decides how many GPUs a job gets and whether it may
-spread, which the other models cannot say when speedups are concave (a speed table,
-MODEL.md 8): their progress is linear in the worker count. docs/formulation.md,
-'Configuration model'.
+count W, a domain d (a machine: local; a switch: spread below it) and a GPU type g (MODEL.md
+8: the type of the gang's workers) — each with its own rate. It is the model in which the
+LP decides how many GPUs a job gets, whether it may spread and on which type, which the
+other models cannot say when speedups are concave (a speed table, MODEL.md 8): their
+progress is linear in the worker count. docs/formulation.md, 'Configuration model' and
+'GPU types'.
 
 Variables: x[j,t,c] in {0, 1} per job j, slot t >= a_j and configuration c = (W, d), plus
 p[j,t] and q[j] of :mod:`placement.formulation.progress_block`. Rows:
@@ -12,23 +13,30 @@ p[j,t] and q[j] of :mod:`placement.formulation.progress_block`. Rows:
   rounds it with its dependent rounding and per-solve guarantee);
 - capacity per (t, node u, resource r): sum over configurations in u's subtree of
   (W alpha_j + min_ps(W) beta_j) x <= u's subtree capacity (for u a machine, its own row);
+- GPU types, per (t, node u whose subtree holds two types or more, type g, resource r):
+  sum over type-g configurations in u's subtree of W alpha_j x <= the capacity of u's
+  type-g machines (the workers' part only: PSs may sit on any type), so the LP cannot pack
+  work of one type into another's capacity; on a cluster without types there are none;
 - links per (t, spread domain v): sum (W worker_gbps + min_ps(W) ps_gbps) x <= the summed
   uplink capacity of v's populated children (every task of a job spread below v crosses
   the uplink of the child it sits under);
 - progress p[j,t] <= sum_c rate_c Delta x[j,t,c] / B_j, work sum_t p + q >= 1 - 1e-9, and
   the lower bound's objective.
 
-rate_c is the job's whole rate with W workers: local on machine h, W / theta_h (MODEL.md 4)
-or the table's local[W]; spread, W / theta at worker_gbps or the table's fastest spread
-row at W (its rows by machines spanned are then not told apart: a relaxation).
+rate_c is the job's whole rate with W workers on type g: local on machine h (of type g),
+W / theta_h (MODEL.md 4) or the type's table's local[W]; spread, W / theta at worker_gbps or
+the type's table's fastest spread row at W (its rows by machines spanned are then not told
+apart: a relaxation). A job with one table, or linear speed, has the same rates on every type.
 
 **Lower bound.** With every W (``counts="all"``) and every domain allowed, a valid schedule
-maps to one configuration per job-slot — its worker count and the lowest common ancestor
-of its machines — at a rate no lower than its progress (restarts only slow it), and its
-per-machine loads imply these rows; so the LP value (and the IP optimum) bounds the optimal
-weighted JCT from below (tested against brute force). ``counts="powers"`` (min_workers,
-max_workers, the powers of two between, the most a domain holds) keeps the model small
-for per-slot decisions; it is then a planning model, as are restricted domains.
+maps to one configuration per job-slot — its worker count, the lowest common ancestor of
+its machines and its workers' one type — at a rate no lower than its progress (restarts
+only slow it), and its per-machine loads imply these rows (its workers sit on machines of
+their type; a spread option exists wherever two useful machines do, a PS-only machine of
+another type counted); so the LP value (and the IP optimum) bounds the optimal weighted JCT
+from below (tested against brute force, with and without GPU types). ``counts="powers"``
+(min_workers, max_workers, the powers of two between, the most a domain holds) keeps the
+model small for per-slot decisions; it is then a planning model, as are restricted domains.
 """
 from __future__ import annotations
 
@@ -59,12 +67,13 @@ def worker_counts(job: Job, most: int, counts: str) -> list[int]:
 
 
 def config_rate(instance: Instance, job: Job, workers: int, local: bool, h: int) -> float:
-    """Batches per second of the whole job with ``workers`` workers, local on machine ``h``
-    or spread (module docstring)."""
+    """Batches per second of the whole job with ``workers`` workers on machine ``h``'s GPU
+    type, local on ``h`` or spread (module docstring)."""
     if job.speed is not None:
+        table = job.speed.table(instance.topology.machines[h].gpu_type)
         if local:
-            return job.speed.rate(workers, 1)
-        return max(rates[workers - job.min_workers] for _, rates in job.speed.spread)
+            return table.rate(workers, 1)
+        return max(rates[workers - job.min_workers] for _, rates in table.spread)
     gbps = instance.topology.machines[h].local_gbps if local else job.worker_gbps
     return workers / job.batch_time(gbps)
 
@@ -153,7 +162,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     upper = np.concatenate([np.ones(n_opt), progress.upper()])
     integer = np.concatenate([np.ones(n_opt, dtype=bool), np.zeros(n - n_opt, dtype=bool)])
 
-    # ---- packing: subtree capacity (t, u, r) and spread-domain uplinks (t, v) ---------
+    # ---- packing: subtree capacity (t, u, r), spread-domain uplinks (t, v), per-type capacity (t, u, g, r) ----
     of_job = progress.positions(o_job)
     job_list = [instance.jobs[j] for j in jobs]
     alpha, beta = demand_matrix(job_list, res, "worker"), demand_matrix(job_list, res, "ps")
@@ -176,6 +185,17 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     rows_k.append(n_cap + o_bucket[spread] * len(doms.node) + o_dom[spread])
     cols.append(spread)
     vals.append(o_w[spread] * wg + s_o[spread] * pg)
+    if tree.mixed.any():  # GPU types: the workers' demand against their type's machines, where types mix
+        n_types, first = len(instance.topology.gpu_types), n_cap + n_b * len(doms.node)
+        workers = o_w[:, None] * alpha[of_job]
+        for level in range(tree.up.shape[1]):
+            u = tree.up[o_dom, level]
+            mixed = (u >= 0) & tree.mixed[u]
+            for r in range(R):
+                on = mixed & (workers[:, r] > 0)
+                rows_k.append(first + ((o_bucket[on] * N + u[on]) * n_types + opts.gtype[on]) * R + r)
+                cols.append(cols_all[on])
+                vals.append(workers[on, r])
     packing, _ = packing_rows(rows_k, cols, vals, tree.rhs(n_b))
     A, _, b = packing.matrix(n)
 

@@ -4,7 +4,10 @@ it) and, per machine, how many of its workers and PSs fit (shared by every model
 What depends only on the cluster (the domains, the subtrees, the fit tables per job shape,
 the machines' local rates) is computed once per topology and shared, read-only, by every
 instance on it (:func:`placement.model.instance.cluster_cache`): an online decision builds one
-model per partition on the same cluster."""
+model per partition on the same cluster.
+
+GPU types (MODEL.md 8): a job's workers may use only the machines of the types it runs on
+(:func:`worker_types`); :func:`fit_table` holds no worker elsewhere. PSs fit anywhere."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +24,12 @@ FIT_CACHE = 4096
 def _frozen(arr: np.ndarray) -> np.ndarray:
     arr.flags.writeable = False
     return arr
+
+
+def worker_types(job: Job, topology: Topology) -> np.ndarray:
+    """Per GPU type code (:attr:`Topology.gpu_types`), may the job's workers use it (MODEL.md 8:
+    a per-type table lists the types it runs on; every other job runs on every type)?"""
+    return np.array([job.runs_on(g) for g in topology.gpu_types], dtype=bool)
 
 
 def local_gbps(topology: Topology) -> np.ndarray:
@@ -78,16 +87,25 @@ class Subtrees:
     """What the per-domain models (aggregated, configuration) need of the tree: per node its
     subtree's total capacity (``capacity[node, resource]``), per domain the nodes it lies
     below, itself included (``up[domain, level]``, -1 padded), and per spread domain the
-    summed uplink capacity of its populated children (``child_uplink[domain]``)."""
+    summed uplink capacity of its populated children (``child_uplink[domain]``). GPU types:
+    per node and type code the capacity of the subtree's machines of that type
+    (``type_capacity[node, type, resource]``), and which nodes' subtrees hold two types or
+    more (``mixed[node]``: elsewhere the one type's capacity is the subtree's)."""
 
     capacity: np.ndarray
     up: np.ndarray
     child_uplink: np.ndarray
+    type_capacity: np.ndarray
+    mixed: np.ndarray
 
     def rhs(self, slots: int) -> np.ndarray:
-        """Right-hand sides of the subtree-capacity rows (slot, node, resource) then the
-        uplink rows (slot, domain) over ``slots`` slots, as the per-domain models key them."""
-        return np.concatenate([np.tile(self.capacity.reshape(-1), slots), np.tile(self.child_uplink, slots)])
+        """Right-hand sides of the subtree-capacity rows (slot, node, resource), the uplink
+        rows (slot, domain), and on a cluster with mixed subtrees the per-type rows (slot,
+        node, type, resource), over ``slots`` slots, as the per-domain models key them."""
+        parts = [np.tile(self.capacity.reshape(-1), slots), np.tile(self.child_uplink, slots)]
+        if self.mixed.any():
+            parts.append(np.tile(self.type_capacity.reshape(-1), slots))
+        return np.concatenate(parts)
 
 
 def subtrees(instance: Instance, doms: Domains) -> Subtrees:
@@ -96,7 +114,8 @@ def subtrees(instance: Instance, doms: Domains) -> Subtrees:
     key = ("subtrees", instance.resources)
     if key not in store:
         tree = _subtrees(instance, doms)
-        store[key] = Subtrees(_frozen(tree.capacity), _frozen(tree.up), _frozen(tree.child_uplink))
+        store[key] = Subtrees(*(_frozen(getattr(tree, f)) for f in
+                                ("capacity", "up", "child_uplink", "type_capacity", "mixed")))
     return store[key]
 
 
@@ -107,9 +126,14 @@ def _subtrees(instance: Instance, doms: Domains) -> Subtrees:
     cap = instance.capacity_matrix
     anc, depth, up_link = topo.ancestor_table
     node_depth = np.array([topo.depth(n) for n in nodes])
-    sub_cap = np.zeros((len(nodes), len(instance.resources)))
+    code = topo.type_code
+    type_cap = np.zeros((len(nodes), len(topo.gpu_types), len(instance.resources)))
+    present = np.zeros((len(nodes), len(topo.gpu_types)), dtype=bool)
     for h in range(len(topo.machines)):
-        sub_cap[anc[h, : depth[h] + 1]] += cap[h]
+        type_cap[anc[h, : depth[h] + 1], code[h]] += cap[h]
+        present[anc[h, : depth[h] + 1], code[h]] = True
+    sub_cap = type_cap.sum(axis=1)
+    mixed = present.sum(axis=1) >= 2
     dom_up = [[node_index[a] for a in topo.ancestors(nodes[doms.node[d]])] for d in range(len(doms.node))]
     up = np.full((len(doms.node), max(len(a) for a in dom_up)), -1, dtype=np.int64)
     for d, chain in enumerate(dom_up):
@@ -119,7 +143,7 @@ def _subtrees(instance: Instance, doms: Domains) -> Subtrees:
         if not doms.is_local[d]:
             kids = {int(anc[h, node_depth[doms.node[d]] + 1]) for h in members}
             child_uplink[d] = sum(topo.links[up_link[c]].gbps for c in kids)
-    return Subtrees(sub_cap, up, child_uplink)
+    return Subtrees(sub_cap, up, child_uplink, type_cap, mixed)
 
 
 @dataclass(frozen=True)
@@ -134,9 +158,14 @@ class FitTable:
 
 def fit_table(job: Job, instance: Instance) -> FitTable:
     """Vectorised over machines, computed once per distinct machine capacity (real
-    clusters have a handful of machine types) and job shape (kept per topology)."""
+    clusters have a handful of machine types) and job shape (kept per topology); no
+    worker on a machine of a GPU type the job does not run on (module docstring)."""
     table, which = fit_kinds(job, instance), instance.machine_kinds[1]
-    return FitTable(table.workers[which], table.ps[which], table.local[which])
+    workers, local = table.workers[which], table.local[which]
+    if job.speed is not None and job.speed.types is not None:
+        allowed = worker_types(job, instance.topology)[instance.topology.type_code]
+        workers, local = np.where(allowed, workers, 0), np.where(allowed, local, 0)
+    return FitTable(workers, table.ps[which], local)
 
 
 def fit_kinds(job: Job, instance: Instance) -> FitTable:

@@ -10,6 +10,9 @@ projection is a column and the column LP is a relaxation of MODEL.md:
 
 - a local configuration runs at the best ``local_gbps`` among the machines it fits on; a spread one at
   the table's best rate over the machine counts it could span (linear model: W / theta(worker_gbps));
+- GPU types (MODEL.md 8): a configuration also has the type of its workers, one the job runs on (with a
+  machine of that type holding it, or one worker when spread) and runs at that type's rates; beside the
+  cluster's totals it uses W*alpha of its type's machines (its workers sit there; its PSs anywhere);
 - a slot reconfigures (MODEL.md 4) when its configuration differs from the previous slot's, the job was
   paused, or it starts; the same configuration on other machines is counted as no change (optimistic).
 
@@ -43,6 +46,7 @@ class Config:
     rate: float          # mini-batches per second of the whole job
     use: np.ndarray      # per resource
     link_gbps: float     # uplink bandwidth reserved (0 when local)
+    gpu_type: int        # the workers' GPU type, a code into Topology.gpu_types
 
 
 @dataclass(frozen=True)
@@ -68,10 +72,18 @@ class JobSchedules:
                                        + instance.unfinished_seconds(job, job.work_batches))
 
     def usage(self) -> np.ndarray:
-        """Per configuration: the resources then the uplink bandwidth it reserves."""
-        if not self.configs:
-            return np.zeros((0, len(self.instance.resources) + 1))
-        return np.array([[*c.use, c.link_gbps] for c in self.configs])
+        """Per configuration: the resources then the uplink bandwidth it reserves, then on a
+        cluster with GPU types, per type and resource, what its workers use of that type's machines."""
+        topo, res = self.instance.topology, self.instance.resources
+        width = len(res) + 1 + (len(topo.gpu_types) * len(res) if topo.typed else 0)
+        out = np.zeros((len(self.configs), width))
+        alpha = np.array([self.job.worker.get(r, 0.0) for r in res])
+        for k, c in enumerate(self.configs):
+            out[k, : len(res) + 1] = [*c.use, c.link_gbps]
+            if topo.typed:
+                at = len(res) + 1 + c.gpu_type * len(res)
+                out[k, at: at + len(res)] = c.workers * alpha
+        return out
 
     def score(self, slots: tuple[int, ...]) -> tuple[float, float]:
         """The exact weighted JCT of a schedule (config per slot from arrival), and the same with an
@@ -163,21 +175,26 @@ def _walk(back: list[tuple[np.ndarray, np.ndarray]], last: int, state: int) -> t
 
 
 def _configs(instance: Instance, job: Job) -> list[Config]:
-    """Every (W, local/spread) the job could run in some slot, with its rate and cluster-wide usage."""
+    """Every (W, local/spread, GPU type) the job could run in some slot, with its rate and cluster-wide
+    usage (one type, None, on a cluster without types)."""
     res = instance.resources
     cap = instance.capacity_matrix
     alpha = np.array([job.worker.get(r, 0.0) for r in res])
     beta = np.array([job.ps.get(r, 0.0) for r in res])
-    machines = instance.topology.machines
+    topo = instance.topology
+    machines = topo.machines
+    holds_worker = np.all(alpha[None, :] <= cap + 1e-9, axis=1)
+    types = [(k, g, topo.type_code == k) for k, g in enumerate(topo.gpu_types) if job.runs_on(g)]
     out = []
     for W in range(job.min_workers, job.max_workers + 1):
         S = job.min_ps(W)
         use = W * alpha + S * beta
         fits = np.all(use[None, :] <= cap + 1e-9, axis=1)
-        if fits.any():
-            gbps = max(m.local_gbps for m, f in zip(machines, fits) if f)
-            out.append(Config(W, S, True, job.rate(W, 1, gbps), use, 0.0))
-        if len(machines) > 1 and W + S >= 2:
-            rate = max(job.rate(W, m, 0.0) for m in range(2, W + S + 1))
-            out.append(Config(W, S, False, rate, use, W * job.worker_gbps + S * job.ps_gbps))
+        for k, g, of_type in types:
+            if (fits & of_type).any():
+                gbps = max(m.local_gbps for m, f in zip(machines, fits & of_type) if f)
+                out.append(Config(W, S, True, job.rate(W, 1, gbps, g), use, 0.0, k))
+            if len(machines) > 1 and W + S >= 2 and (holds_worker & of_type).any():
+                rate = max(job.rate(W, m, 0.0, g) for m in range(2, W + S + 1))
+                out.append(Config(W, S, False, rate, use, W * job.worker_gbps + S * job.ps_gbps, k))
     return out

@@ -26,7 +26,11 @@ class TaskVariables:
 
     Per job-slot (j, t >= a_j) and domain v of j: an indicator y and, per machine h under
     v, workers w and PSs s. A job with a speed table (MODEL.md 8) credits each worker the
-    table's best rate per worker, which never under-states its progress. Arrays ``kind``, ``job``, ``slot``, ``dom``, ``machine``,
+    table's best rate per worker (per GPU type: the best over the types it runs on), which
+    never under-states its progress. GPU types: w is 0 on machines of a type the job does not
+    run on (:func:`~placement.formulation.domains.fit_table`); that a gang's workers share one
+    type per slot is left to the exact model (:mod:`placement.formulation.type_choice`), so
+    this LP is a relaxation of it. Arrays ``kind``, ``job``, ``slot``, ``dom``, ``machine``,
     ``upper`` and ``option`` (one id per (j, t, v)) describe every variable; the model
     appends its own variables after index ``n``."""
 
@@ -187,7 +191,8 @@ class TaskVariables:
 
     # ----- decoding ----------------------------------------------------------------------
     def decode(self, x: np.ndarray) -> Intent:
-        """Each job-slot's chosen domain (indicator > 1/2) and its rounded task counts."""
+        """Each job-slot's chosen domain (indicator > 1/2) and its rounded task counts, its
+        workers kept on one GPU type (the type holding most of them; the PSs stay)."""
         inst = self.instance
         plan = Intent(inst.horizon)
         x = np.asarray(x, dtype=float)[: self.n]
@@ -203,5 +208,20 @@ class TaskVariables:
         for o, by_machine in grouped.items():
             domain = self.domains.nodes[self.domains.node[self.opt_dom[o]]]
             plan.slots[int(self.opt_slot[o])][inst.jobs[int(self.opt_job[o])].id] = JobIntent(
-                domain, {h: (v[0], v[1]) for h, v in by_machine.items()})
+                domain, one_type(inst, {h: (v[0], v[1]) for h, v in by_machine.items()}))
         return plan
+
+
+def one_type(instance: Instance, tasks: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """``tasks`` with workers only on the GPU type holding most of them (the first such type
+    in ``Topology.gpu_types`` order on a tie; MODEL.md 8: one type per slot); PSs stay where
+    they are, machines left empty are dropped. Unchanged on a cluster without types."""
+    topo = instance.topology
+    if not topo.typed:
+        return tasks
+    code = {h: int(topo.type_code[topo.machine_index[h]]) for h in tasks}
+    workers = np.bincount([code[h] for h in tasks], weights=[w for w, _ in tasks.values()],
+                          minlength=len(topo.gpu_types))
+    keep = int(np.argmax(workers))
+    kept = {h: (w if code[h] == keep else 0, s) for h, (w, s) in tasks.items()}
+    return {h: ws for h, ws in kept.items() if ws != (0, 0)}

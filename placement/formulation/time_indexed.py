@@ -12,9 +12,13 @@ Variables and rows, over the whole horizon:
   chosen spread domain IS the lowest common ancestor of the job's machines and the rates
   and link loads are MODEL.md's. The per-machine PS bound min_ps(max_workers) loses nothing
   (lowering a larger count keeps the machine used, the shape met and every load no larger).
+- GPU types (MODEL.md 8): per job-slot of a job whose workers could sit on two types or
+  more, a binary per type choosing the gang's type (:mod:`placement.formulation.type_choice`):
+  at most one, and workers on a machine of type g only when g's is 1; none on a type the
+  job does not run on. Without types (or for a job of one type) there is none.
 - Work: work[j,t] = sum w * Delta / theta (TaskVariables.speed), the batches of slot t
   before any restart loss; for a job with a speed table (MODEL.md 8) the table's rate by
-  worker count and machines spanned instead (:mod:`placement.formulation.table_rates`);
+  worker count, machines spanned and GPU type instead (:mod:`placement.formulation.table_rates`);
   net[j,t] = work[j,t] - L[j,t], with the loss L of :mod:`placement.formulation.restarts`
   (exactly MODEL.md's loss at a schedule's encoding, never less at any feasible point;
   absent for r_j = 0).
@@ -55,6 +59,7 @@ from placement.formulation.restarts import RestartLosses
 from placement.formulation.rows import Rows
 from placement.formulation.table_rates import TableRates
 from placement.formulation.tasks import S, W, Y, TaskVariables
+from placement.formulation.type_choice import TypeChoice
 from placement.model.instance import COMPLETE, Instance
 from placement.model.intent import Intent
 from placement.model.progress import ProgressTracker
@@ -78,6 +83,7 @@ class ExactDecoder:
     message: str
     problem: Problem
     slots: JobSlots
+    types: TypeChoice
     tables: TableRates
     restarts: RestartLosses
     u_task: np.ndarray      # task columns of spread options ...
@@ -114,6 +120,7 @@ class ExactDecoder:
         done = np.array([o.completion_slot if o.finished else inst.horizon for o in report.jobs])
         x[self.z0 + np.arange(self.slots.n)] = self.slots.slot >= done[self.slots.job]
         x[self.rem0 + np.arange(len(inst.jobs))] = [0.0 if o.finished else o.remaining_batches for o in report.jobs]
+        x[self.types.col] = self.types.values(x)
         x[np.concatenate([self.tables.q_col, self.tables.b_col])] = self.tables.values(x)
         x[np.concatenate([self.restarts.loss_col, self.restarts.rho_col])] = self.restarts.values(x)
         net = self.net.total(x, self.slots.n)
@@ -174,13 +181,14 @@ def formulate_time_indexed(instance: Instance) -> tuple[Problem, ExactDecoder]:
     z0, rem0 = core.n + n_u, core.n + n_u + slots.n
     p0 = rem0 + J
     z_idx, rem_idx, p_idx = z0 + np.arange(slots.n), rem0 + np.arange(J), p0 + np.arange(slots.n)
-    tables = TableRates(core, slots, p0 + slots.n)
+    types = TypeChoice(core, slots, p0 + slots.n)
+    tables = TableRates(core, slots, p0 + slots.n + types.n, types)
     w = core.w_idx[~tables.table[core.job[core.w_idx]]]
     work = Terms(*(np.concatenate([a, c]) for a, c in zip(
         Terms(slots.key(core.job[w], core.slot[w]), w, core.speed[w]), tables.work)))
     most = np.where(tables.table, tables.most, _most_work(core))
-    restarts = RestartLosses(core, slots, work, most, p0 + slots.n + tables.n)
-    n = p0 + slots.n + tables.n + restarts.n
+    restarts = RestartLosses(core, slots, work, most, p0 + slots.n + types.n + tables.n)
+    n = p0 + slots.n + types.n + tables.n + restarts.n
 
     B = np.array([j.work_batches for j in jobs], dtype=float)
     weight = np.array([j.weight for j in jobs], dtype=float)
@@ -192,9 +200,10 @@ def formulate_time_indexed(instance: Instance) -> tuple[Problem, ExactDecoder]:
     # earliest completion: M_j (t - a_j + 1 - f_j) batches at most by the end of t
     reach = (most * (1 - restarts.frac))[slots.job] + most[slots.job] * (slots.slot - slots.arrival[slots.job])
     z_upper = np.where(reach * (1 + 1e-9) < COMPLETE * B[slots.job], 0.0, 1.0)
-    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, reach * (1 + 1e-9), tables.upper, restarts.upper])
+    upper = np.concatenate([core.upper, np.ones(n_u), z_upper, B, reach * (1 + 1e-9), types.upper, tables.upper,
+                            restarts.upper])
     integer = np.concatenate([np.ones(core.n, bool), np.zeros(n_u, bool), np.ones(slots.n, bool),
-                              np.zeros(J + slots.n, bool), tables.integer, restarts.integer])
+                              np.zeros(J + slots.n, bool), types.integer, tables.integer, restarts.integer])
 
     # packing: the task variables' capacity/link rows, then life rows  Y[j,t] + z[j,t-1] <= 1
     packing, pack_names = core.packing()
@@ -229,6 +238,7 @@ def formulate_time_indexed(instance: Instance) -> tuple[Problem, ExactDecoder]:
     step = np.flatnonzero(slots.slot < T - 1)
     general.add(len(step), [(np.arange(len(step)), z_idx[step], 1.0), (np.arange(len(step)), z_idx[step] + 1, -1.0)],
                 -np.inf, 0.0)
+    types.rows(general)
     tables.rows(general)
     restarts.rows(general)
     G, g_lo, g_hi = general.matrix(n)
@@ -236,8 +246,8 @@ def formulate_time_indexed(instance: Instance) -> tuple[Problem, ExactDecoder]:
     problem = Problem(c=cost, sense="min", A=A, b=b, G=G, g_lo=g_lo, g_hi=g_hi, upper=upper, integer=integer,
                       groups=core.choice_groups(), offset=offset, name=f"placement-exact:{instance.name}",
                       pack_names=pack_names)
-    return problem, ExactDecoder(core, True, "", problem, slots, tables, restarts, u_task, u_of_task, z0, rem0, p0,
-                                 net)
+    return problem, ExactDecoder(core, True, "", problem, slots, types, tables, restarts, u_task, u_of_task, z0, rem0,
+                                 p0, net)
 
 
 def _lca_variables(core: TaskVariables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["CONFIG_OVERRIDES", "PEER_POLICIES", "SIA_PACKAGES", "SiaError", "main", "run",
+__all__ = ["CONFIG_OVERRIDES", "DEFAULT_JOBS_LIKE", "JOBS_LIKE", "PEER_POLICIES", "SIA_PACKAGES", "SiaError", "main", "run",
            "simulator_hash"]
 
 #: peer policy -> (driver script, its flags), verbatim from the artifact's run_experiment.sh
@@ -98,7 +98,7 @@ def _load(folder: Path) -> Any:
         raise SiaError(f"the Sia simulator needs {exc.name}: in its environment run "
                        f"pip install {SIA_PACKAGES}") from None
     if "CBC" not in cvxpy.installed_solvers():
-        raise SiaError(f"cvxpy has no CBC solver (Sia's MIP uses it): pip install cylp==0.93.0")
+        raise SiaError("cvxpy has no CBC solver (Sia's MIP uses it): pip install cylp==0.93.0")
     for alias, builtin in (("float", float), ("int", int), ("bool", bool)):  # removed in NumPy 1.24
         if alias not in np.__dict__:
             setattr(np, alias, builtin)
@@ -209,22 +209,65 @@ def versions() -> dict[str, str]:
     return out
 
 
+#: how jobs behave when one of our policies plays (the peer whose jobs ours take, and the
+#: simulator module and class that make them so); ``gavel`` plays Gavel's game by default
+JOBS_LIKE = {"peer:sia": ("sia", "SiaPolicy"), "peer:gavel": ("gavel", "GavelPolicy")}
+DEFAULT_JOBS_LIKE = {"gavel": "peer:gavel"}
+
+
+def _ours(policy: str, jobs_like: str, rec: dict[str, Any], information: str, lookahead: int,
+          slot_seconds: float) -> Callable[[], None]:
+    """Put our ``policy`` in the simulator as the peer's policy class of ``jobs_like`` (so
+    jobs behave as under that peer; :mod:`placement.integrations.sia_adapter`); returns the undo."""
+    import importlib
+    from placement.integrations.sia_adapter import make_adapter
+    from placement.online.registry import make_policy
+    try:
+        ours = make_policy(policy)
+    except ValueError as exc:
+        raise SiaError(str(exc)) from None
+    module, name = JOBS_LIKE[jobs_like]
+    mod = importlib.import_module(module)
+    saved = getattr(mod, name)
+    setattr(mod, name, make_adapter(saved, ours, slot_seconds=slot_seconds, lookahead=lookahead,
+                                    clock=lambda: rec["cluster"].current_time,
+                                    sim_jobs=lambda: {j.name: j for j in rec["cluster"].jobs},
+                                    information=information))
+
+    def undo() -> None:
+        setattr(mod, name, saved)
+    return undo
+
+
 def run(simulator: str | os.PathLike, workload: str | os.PathLike, policy: str, *,
-        max_hours: float = 24 * 30, progress: bool = False) -> dict[str, Any]:
-    """Play ``workload`` with the peer ``policy`` through the simulator's driver; the run's
-    JCTs (the simulator's ``get_jcts``), its summary as ``utils/print_run_stats.py``
+        max_hours: float = 24 * 30, progress: bool = False, information: str = "none",
+        lookahead: int = 8, jobs_like: str | None = None) -> dict[str, Any]:
+    """Play ``workload`` with ``policy`` through the simulator's driver: a peer policy
+    (:data:`PEER_POLICIES`) or one of ours (a name of ``placement.online.registry``, put in
+    as the policy of the peer ``jobs_like`` with that peer's flags, so its jobs behave as
+    under that peer: default ``peer:sia``, ``peer:gavel`` for our ``gavel``; told
+    ``information`` of job lengths); the
+    run's JCTs (the simulator's ``get_jcts``), its summary as ``utils/print_run_stats.py``
     computes it (p99: the sorted JCTs at ``int(0.99 n)``; makespan: last completion minus
     first submission), restarts and decision times."""
-    if policy not in PEER_POLICIES:
-        raise SiaError(f"unknown policy {policy!r}; choose from {', '.join(PEER_POLICIES)}")
+    peer = policy.startswith("peer:")
+    if peer and policy not in PEER_POLICIES:
+        raise SiaError(f"unknown peer policy {policy!r}; choose from {', '.join(PEER_POLICIES)}")
     if not max_hours > 0:
         raise SiaError(f"--max-hours must be > 0, got {max_hours}")
     folder, path = Path(simulator), Path(workload)
     frame = check(folder, path)
     import cluster as cluster_mod
     import cluster_unaware
-    script, flags = PEER_POLICIES[policy]
+    if peer:
+        jobs_like = policy
+    jobs_like = jobs_like or DEFAULT_JOBS_LIKE.get(policy, "peer:sia")
+    if jobs_like not in JOBS_LIKE:
+        raise SiaError(f"--jobs-like must be one of {', '.join(JOBS_LIKE)}, got {jobs_like!r}")
+    script, flags = PEER_POLICIES[jobs_like]
     rec: dict[str, Any] = {"times": []}
+    interval = float(next(f for f in flags if f.startswith("--interval=")).split("=")[1])
+    undo = (lambda: None) if peer else _ours(policy, jobs_like, rec, information, lookahead, interval)
     bar = None
     if progress:
         from tqdm import tqdm  # noqa: PLC0415 (only when asked)
@@ -252,6 +295,7 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, policy: str, 
                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     finally:
         cluster_mod.Cluster, cluster_unaware.ClusterUnaware, sys.argv = saved
+        undo()
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - start
@@ -263,6 +307,7 @@ def run(simulator: str | os.PathLike, workload: str | os.PathLike, policy: str, 
     times = rec["times"]
     avg = statistics.fmean(ordered) if ordered else None
     return {"workload": path.stem, "policy": policy, "driver": script, "flags": flags,
+            "information": "none" if peer else information, "jobs_like": jobs_like,
             "config_overrides": CONFIG_OVERRIDES,
             "average_jct": avg, "average_jct_h": None if avg is None else avg / 3600,
             "p99_jct": ordered[int(0.99 * len(ordered))] if ordered else None,
@@ -282,7 +327,12 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Run one peer policy on one workload in the Sia simulator.")
     ap.add_argument("--simulator", required=True, help="the sia-simulator folder (your checkout)")
     ap.add_argument("--workload", required=True, help="workload CSV (" + ",".join(COLUMNS) + ")")
-    ap.add_argument("--policy", choices=list(PEER_POLICIES), help="the peer policy (required unless --check)")
+    ap.add_argument("--policy", help="a peer policy (" + ", ".join(PEER_POLICIES) + ") or one of ours, e.g. "
+                    "lp-rounding, greedy, gavel (required unless --check)")
+    ap.add_argument("--information", choices=("none", "oracle"), default="none",
+                    help="what our policy is told of job lengths (default none: Sia's own)")
+    ap.add_argument("--jobs-like", choices=list(JOBS_LIKE),
+                    help="our policy's jobs behave as under this peer (default peer:sia; peer:gavel for gavel)")
     ap.add_argument("--out", help="JSON file for the run (also printed on stdout)")
     ap.add_argument("--max-hours", type=float, default=24 * 30, help="stop after this much simulated time")
     ap.add_argument("--progress", action="store_true", help="a progress bar on stderr")
@@ -296,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ok: {args.workload}: {len(frame)} jobs")
             return 0
         result = run(args.simulator, args.workload, args.policy, max_hours=args.max_hours,
-                     progress=args.progress)
+                     progress=args.progress, information=args.information, jobs_like=args.jobs_like)
     except SiaError as exc:
         print(f"placement: error: {exc}", file=sys.stderr)
         return 2

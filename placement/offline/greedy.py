@@ -16,6 +16,8 @@ Rules, slot by slot, over the jobs that have arrived and not completed:
    it with every link respected (ties: fewer workers, then faster, then local); its
    ``min_ps`` PSs sit on the workers' machines first.
 4. A job that completes this slot keeps only the workers it needs to complete it.
+5. GPU types (MODEL.md 8): a job's workers sit on one type it runs on; rule 3's candidates
+   are the best of each type, so a job starts on the type that finishes it soonest.
 
 These are exactly rules c and d of :mod:`placement.slots.rules` with an empty intent, so
 the baseline *is* the chain :data:`GREEDY`, ``[SlotRules, EmptyIntent]``: it shares the

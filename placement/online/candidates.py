@@ -8,6 +8,11 @@ there is one partition and no candidate rack could hold ``max_workers``. Room is
 measured as if every job kept its current tasks, minus the job's own. The later
 look-ahead slots, which only plan, keep two of them: the current domain (else the
 roomiest machine) and the first rack.
+
+GPU types (MODEL.md 8): room counts only the machines of the types the job runs on, the
+subtrees are ranked per type by their room of that type, and every type the job runs on
+keeps at least its roomiest machine and its first subtree (later slots too), so the window
+model can choose the job's type. On a cluster without types this is the rule above.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from placement.formulation.domains import worker_types
 from placement.slots.residual import Residual
 from placement.online.policy import View
 
@@ -68,8 +74,14 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
             member[np.searchsorted(machines, m), k] = 1
         sizes = member.sum(axis=0).tolist()
         room = residual.worker_rooms_without([view.jobs[j].job for j in jobs], machines)
+        code = topo.type_code[machines]
+        kinds = np.unique(code).tolist()  # the GPU types of the partition
+        if topo.typed:  # no room on a type the job does not run on
+            room = np.where([worker_types(view.jobs[j].job, topo)[code] for j in jobs], room, 0)
         order = np.argsort(-room, axis=1, kind="stable")[:, :local_k]
-        sums = (np.maximum(room, 0) @ member).tolist()  # free worker slots per subtree, exact ints
+        # per type, its roomiest machine and the free worker slots per subtree (exact ints)
+        best = {g: np.argmax(np.where(code == g, room, -1), axis=1).tolist() for g in kinds} if topo.typed else {}
+        sums = {g: (np.where(code == g, np.maximum(room, 0), 0) @ member).tolist() for g in kinds}
         out: dict[str, set[str]] = {}
         later: dict[str, set[str]] = {}
         for row, job_id in enumerate(jobs):
@@ -79,14 +91,20 @@ def candidate_domains_each(view: View, parts: list[tuple[list[str], np.ndarray]]
             if state.previous:
                 keep.append(topo.lca(h for h, (w, s) in state.previous.items() if w or s))
             local = [machine_ids[machines[k]] for k in order[row].tolist() if room[row, k] >= job.min_workers]
-            sized = sorted((n, -total, subtrees[k][0]) for k, (n, total) in enumerate(zip(sizes, sums[row]))
-                           if total >= job.min_workers)
-            picked = sized[:spread_k]
+            picked = []  # per type, its smallest subtrees with most room of that type
+            for g in kinds:
+                sized = sorted((n, -total, subtrees[k][0]) for k, (n, total) in enumerate(zip(sizes, sums[g][row]))
+                               if total >= job.min_workers)
+                picked.append(sized[:spread_k])
             keep += local[:1] if not keep else []
-            keep += [topo.nodes[i] for _, _, i in picked[:1]]
+            keep += [topo.nodes[first[0][2]] for first in picked if first]
             chosen = set(keep)
-            chosen.update(local, (topo.nodes[i] for _, _, i in picked))
-            if len(parts) == 1 and (not picked or max(-r for _, r, _ in picked) < job.max_workers):
+            chosen.update(local, (topo.nodes[i] for of_type in picked for _, _, i in of_type))
+            if topo.typed:
+                chosen.update(machine_ids[machines[best[g][row]]] for g in kinds
+                              if room[row, best[g][row]] >= job.min_workers)
+            tops = [-r for of_type in picked for _, r, _ in of_type]
+            if len(parts) == 1 and (not tops or max(tops) < job.max_workers):
                 chosen.add(topo.root_id)
             out[job_id] = chosen
             later[job_id] = set(keep) or chosen

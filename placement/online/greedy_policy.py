@@ -5,7 +5,8 @@ empty plan (rules c and d: SRPT/Smith order, keep a running job's tasks unless a
 placement finishes it in fewer slots despite the restart, local first, trim on
 completion) on the View's instance, with a :class:`~placement.model.progress.ProgressTracker`
 rebuilt from what the scheduler reports. So when the reports are the model's own progress,
-the online run makes the offline greedy's decisions slot for slot.
+the online run makes the offline greedy's decisions slot for slot. GPU types (MODEL.md 8)
+are the slot rules': a job's workers on one type, the one that finishes it soonest.
 """
 from __future__ import annotations
 

@@ -31,6 +31,11 @@ Per slot t, one straight path:
    speed (MODEL.md's unfinished charge) plus the queueing charge. This is how the offline
    chain picks among rounding trials, done per slot.
 
+GPU types (MODEL.md 8): the window's configurations carry their workers' type, so the LP
+chooses each job's type (docs/formulation.md, 'GPU types'); step 2 offers every type a job
+runs on, step 1 strands no job in a partition without one, and the intents decoded keep each
+gang on one type.
+
 The scheduler (:class:`placement.online.scheduler.OnlineScheduler`) checks each decision
 against MODEL.md before it is applied. ``last_timings`` holds the seconds of each step of the last decision
 (``formulate`` and ``lp`` summed over partitions; ``candidates`` the time spent finding

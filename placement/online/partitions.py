@@ -7,6 +7,10 @@ capacity and the jobs into the same k groups (a running job stays with the rack 
 runs in; the others are dealt in order of remaining processing time, so every group
 gets a mix); each group is an independent, smaller window model. One partition when
 the cluster is small.
+
+GPU types (MODEL.md 8): a waiting job is dealt only among the groups where one type it runs
+on holds its min_workers (else where one type holds the most of its workers), so no job is
+stranded in a group without a machine it may use; on a cluster without types every group.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import math
 
 import numpy as np
 
+from placement.formulation.domains import fit_kinds, fit_table
 from placement.online.policy import View
 
 __all__ = ["partitions"]
@@ -39,9 +44,30 @@ def partitions(view: View, jobs_per_partition: int) -> list[tuple[list[str], np.
         else:
             waiting.append(state)
     waiting.sort(key=lambda s: (s.remaining * s.job.batch_seconds / s.job.max_workers, s.job.id))
-    _deal(waiting, buckets)
     machine_group = group_of_top[top_of_machine]
+    if topo.typed:
+        _deal_typed(view, waiting, buckets, machine_group)
+    else:
+        _deal(waiting, buckets)
     return [(buckets[g], np.flatnonzero(machine_group == g)) for g in range(k) if buckets[g]]
+
+
+def _deal_typed(view: View, waiting: list, buckets: list[list[str]], machine_group: np.ndarray) -> None:
+    """:func:`_deal` among each job's groups (module docstring, GPU types): the group with the
+    fewest jobs, ties to the first at or after its rank (mod k)."""
+    k, inst = len(buckets), view.instance
+    n_types = len(inst.topology.gpu_types)
+    cell = machine_group * n_types + inst.topology.type_code  # (group, type) of each machine
+    most: dict[tuple, np.ndarray] = {}  # per job shape and types: per group, the most workers one of its types holds
+    for rank, state in enumerate(waiting):
+        job = state.job
+        key = (id(fit_kinds(job, inst)), None if job.speed is None else job.speed.types)
+        if key not in most:
+            held = np.bincount(cell, weights=fit_table(job, inst).workers, minlength=k * n_types)
+            most[key] = held.reshape(k, n_types).max(axis=1)
+        fit = most[key] >= min(job.min_workers, most[key].max())
+        g = min(np.flatnonzero(fit).tolist(), key=lambda g: (len(buckets[g]), (g - rank) % k))
+        buckets[g].append(job.id)
 
 
 def _deal(waiting: list, buckets: list[list[str]]) -> None:

@@ -6,7 +6,9 @@ from placement.online.greedy_policy import GreedyPolicy
 from placement.online.lp_policy import LPAggregatedPolicy, LPRoundingPolicy
 from placement.online.policy import Policy
 
-#: name -> class; each built with its defaults.
+#: name -> class; each built with its defaults. ``gavel`` reads each job's speed per GPU type
+#: (its throughputs, as the Sia arena's Gavel reads them from the traces) and no job length,
+#: so it decides the same at every information level.
 POLICIES: dict[str, type] = {"lp-rounding": LPRoundingPolicy, "lp-aggregated": LPAggregatedPolicy,
                               "greedy": GreedyPolicy, **BASELINES}
 

@@ -7,7 +7,8 @@ to the policy, and enforces MODEL.md on whatever the policy answers:
 
 - only active jobs (submitted, arrived, not finished or cancelled) get tasks;
 - shape (rule 3): min_workers <= W <= max_workers, S >= job.min_ps(W), no PS without
-  workers, only known machines and non-negative integer counts;
+  workers, only known machines and non-negative integer counts; on a typed cluster a job's
+  workers on one GPU type, one its speed table lists (MODEL.md 8);
 - capacity and links (rules 1 and 4): decisions are packed into a fresh
   :class:`~placement.slots.residual.Residual` in the policy's dict order.
 
@@ -367,6 +368,10 @@ class OnlineScheduler(Checkpointing, CommitMode):
             if not clean:
                 continue  # the policy lets the job wait
             job = view.jobs[job_id].job
+            why = _type_error(self._topology, job, clean) if self._topology.typed else None
+            if why:
+                self._drop(view.t, job_id, why)
+                continue
             if not residual.try_place(job, clean):
                 self._drop(view.t, job_id, f"tasks {clean} do not fit what is left of the slot "
                            "(machine capacity or link bandwidth)")
@@ -406,6 +411,18 @@ class OnlineScheduler(Checkpointing, CommitMode):
         if job_id in self._closed:
             return f"the job is {self._closed[job_id]}"
         return "unknown job"
+
+
+def _type_error(topology: Topology, job: Job, tasks: TaskDict) -> str | None:
+    """Why the workers of ``tasks`` break MODEL.md 8's GPU-type rule, or None."""
+    machines, index = topology.machines, topology.machine_index
+    types = {machines[index[h]].gpu_type for h, (w, _) in tasks.items() if w}
+    names = sorted(repr(g) if g is not None else "untyped" for g in types)
+    if len(types) > 1:
+        return f"workers on GPU types {', '.join(names)}: one type per slot (MODEL.md 8)"
+    if not job.runs_on(*types):
+        return f"workers on GPU type {names[0]}, which the job's speed table does not list (MODEL.md 8)"
+    return None
 
 
 def _is_number(x: Any) -> bool:

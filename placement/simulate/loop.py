@@ -65,8 +65,9 @@ def default_horizon(jobs: Iterable[Job], topology: Topology, slot_seconds: float
     demand = np.zeros(len(resources))
     longest = 0
     for j in jobs:
-        if j.speed is not None:  # per-worker time of the slower class at full size (MODEL.md 8)
-            theta = j.max_workers / min(j.speed.rate(j.max_workers, 1), j.speed.rate(j.max_workers, 2))
+        if j.speed is not None:  # per-worker time of the slower class at full size, slowest type (MODEL.md 8)
+            types = sorted(j.speed.types) if j.speed.types is not None else [None]
+            theta = j.max_workers / min(j.speed.rate(j.max_workers, m, g) for g in types for m in (1, 2))
         else:
             theta = max(j.batch_time(slowest_gbps), j.batch_time(j.worker_gbps))
         seconds = j.work_batches * theta  # worker-seconds

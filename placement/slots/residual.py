@@ -16,6 +16,10 @@ The search helpers find a placement of W workers plus ``job.min_ps(W)`` PSs, W i
   up to that switch respected (:mod:`placement.slots.spread_search`, whose
   :class:`~placement.slots.spread_search.SpreadSearch` gives Residual those methods).
 
+GPU types (MODEL.md 8): ``fits`` and ``try_place`` also refuse workers that mix types or sit
+on a type the job does not run on, and every search keeps them on one type (``gpu_type=``,
+:mod:`placement.slots.spread_search`); an untyped cluster takes the code paths of before.
+
 Comparisons allow half the referee's tolerance (``TOL_FIT`` = TOL / 2, both in
 :mod:`placement.model.instance`), so running sums that differ from the validator's in the last
 bit can never turn a "fits" here into a violation there.
@@ -35,9 +39,9 @@ from placement.model.instance import TOL_FIT, Instance, Job
 from placement.model.progress import Tasks
 from placement.slots.residual_tables import STATIC_KEPT, demand_entry, tree_tables
 from placement.slots.room import most_rows, room_each, room_rows
-from placement.slots.spread_search import SpreadSearch
+from placement.slots.spread_search import ANY, SpreadSearch
 
-__all__ = ["Residual"]
+__all__ = ["ANY", "Residual"]
 
 
 class Residual(SpreadSearch):
@@ -106,8 +110,13 @@ class Residual(SpreadSearch):
         """The cluster's cached demands of ``job`` (:func:`placement.slots.residual_tables.demand_entry`)."""
         entry = self._demands.get(job.id)
         if entry is None or entry[0]() is not job:
-            entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._demands)
+            entry = self._demands[job.id] = demand_entry(job, self.instance.resources, self._gpu_types, self._demands)
         return entry
+
+    def _types_ok(self, job: Job, items: Iterable[tuple[int, int, int]]) -> bool:
+        """Do the workers of ``items`` (machine, workers, PSs) sit on one type the job runs on?"""
+        codes = {self._type_codes[h] for h, w, _ in items if w}
+        return not codes or (len(codes) == 1 and codes.pop() in self._demand_entry(job)[3])
 
     def _arrays(self, tasks: Tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         items = [(self.instance.topology.machine_index[h], w, s) for h, (w, s) in tasks.items()
@@ -135,13 +144,15 @@ class Residual(SpreadSearch):
         return uniq, np.bincount(inv, weights=amounts_a, minlength=len(uniq))
 
     def fits(self, job: Job, tasks: Tasks) -> bool:
-        """Would ``tasks`` of ``job`` keep rules 1 and 4 on top of what is placed already?"""
+        """Would ``tasks`` of ``job`` keep rules 1 and 4 and the type rule on top of what is placed?"""
         items = self._plain(tasks)
         if items is not None:
-            return self._fits_plain(job, items)
+            return (not self._typed or self._types_ok(job, items)) and self._fits_plain(job, items)
         hs, ws, ss = self._arrays(tasks)
         if len(hs) == 0:
             return True
+        if self._typed and not self._types_ok(job, zip(hs.tolist(), ws.tolist(), ss.tolist())):
+            return False
         alpha, beta = self.demand(job)
         use = ws[:, None] * alpha + ss[:, None] * beta
         if not (use <= self.free[hs] + TOL_FIT).all():
@@ -201,6 +212,8 @@ class Residual(SpreadSearch):
             raise ValueError(f"job {job.id} is already placed in this slot")
         items = self._plain(tasks)
         if items is not None:
+            if self._typed and not self._types_ok(job, items):
+                return False
             alpha, beta = self._demand_lists(job)
             free = self.free
             rows = []
@@ -285,10 +298,17 @@ class Residual(SpreadSearch):
             rooms[at_a[mine], pos[mine]] = room_each(alpha_a[mine], self.free[own_a[mine]] + use_a[mine])
         return rooms
 
-    def _room(self, job: Job) -> np.ndarray:
-        """``worker_room`` of every machine (the caller must not modify it)."""
+    def _room(self, job: Job, code: int | None = None) -> np.ndarray:
+        """``worker_room`` of every machine, 0 on machines not of type ``code`` when given
+        (the caller must not modify it)."""
         alpha, _ = self.demand(job)
-        return self._kept(alpha.tobytes(), lambda free: room_rows(alpha, free))
+        room = self._kept(alpha.tobytes(), lambda free: room_rows(alpha, free))
+        if code is None:
+            return room
+        key = ("room", alpha.tobytes(), code)
+        if key not in self._memo:
+            self._memo[key] = np.where(self._type_code == code, room, 0)
+        return self._memo[key]
 
     def _kept(self, key: object, rows: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """A per-machine table ``rows(free)``, kept across changes (per job shape ``key``) and
@@ -304,16 +324,30 @@ class Residual(SpreadSearch):
         return entry[0]
 
     # ----- local placements ----------------------------------------------------------------
-    def _within(self, within: str | None) -> np.ndarray:
-        return self._all if within is None else self._below[self._node_index[within]]
+    def _within(self, within: str | None, code: int | None = None) -> np.ndarray:
+        """The machines under ``within`` (all if None), of type ``code`` only when given."""
+        cand = self._all if within is None else self._below[self._node_index[within]]
+        if code is None:
+            return cand
+        key = ("within", within, code)
+        if key not in self._static:
+            self._static[key] = cand[self._type_code[cand] == code]
+        return self._static[key]
 
     def local(self, job: Job, workers: int, *, within: str | None = None,
-              prefer: str | None = None) -> dict[str, tuple[int, int]] | None:
-        """One machine (under ``within``) for all ``workers`` and their PSs: ``prefer`` if it
-        fits, else the largest local_gbps, then the tightest fit."""
+              prefer: str | None = None, gpu_type: object = ANY) -> dict[str, tuple[int, int]] | None:
+        """One machine (under ``within``, of one GPU type) for all ``workers`` and their PSs:
+        ``prefer`` if it fits, else the largest local_gbps, then the tightest fit."""
         if not job.min_workers <= workers <= job.max_workers:
             return None
-        return self._local_in(job, workers, self._within(within), prefer)
+        if not self._typed and (gpu_type is ANY or gpu_type is None):  # untyped: no dispatch
+            return self._local(job, workers, within, prefer, None)
+        return self._per_type(job, gpu_type, self._local, job, workers, within, prefer)
+
+    def _local(self, job: Job, workers: int, within: str | None, prefer: str | None, code: int | None
+               ) -> dict[str, tuple[int, int]] | None:
+        """``local`` (and ``find``'s local step) on the machines of type ``code`` (None: all)."""
+        return self._local_in(job, workers, self._within(within, code), prefer)
 
     def _local_in(self, job: Job, workers: int, cand: np.ndarray, prefer: str | None,
                   fitting: bool = False) -> dict[str, tuple[int, int]] | None:
@@ -342,20 +376,28 @@ class Residual(SpreadSearch):
         return int(fastest[np.argmin(left)])
 
     def best_local(self, job: Job, cap: int, *, within: str | None = None,
-                   prefer: str | None = None) -> dict[str, tuple[int, int]] | None:
-        """The local placement with the most workers (min_workers..cap), or None."""
-        cand = self._within(within)
-        room = self._room(job) if within is None else self._room(job)[cand]
+                   prefer: str | None = None, gpu_type: object = ANY) -> dict[str, tuple[int, int]] | None:
+        """The local placement with the most workers (min_workers..cap), on one GPU type, or None."""
+        if not self._typed and (gpu_type is ANY or gpu_type is None):  # untyped: no dispatch
+            return self._best_local(job, cap, within, prefer, None)
+        return self._per_type(job, gpu_type, self._best_local, job, cap, within, prefer)
+
+    def _best_local(self, job: Job, cap: int, within: str | None, prefer: str | None, code: int | None
+                    ) -> dict[str, tuple[int, int]] | None:
+        """``best_local`` on the machines of type ``code`` (None: every machine)."""
+        cand = self._within(within, code)
+        whole = within is None and code is None
+        room = self._room(job) if whole else self._room(job)[cand]
         top = min(cap, job.max_workers, int(room.max(initial=0)))
         if top < job.min_workers:
             return None
         most = self._local_most(job) if len(cand) else None
         if most is None:  # (no table: negative demands) every count from the most down
             for workers in range(top, job.min_workers - 1, -1):
-                if (tasks := self.local(job, workers, within=within, prefer=prefer)) is not None:
+                if (tasks := self._local_in(job, workers, cand, prefer)) is not None:
                     return tasks
             return None
-        most = most if within is None else most[cand]
+        most = most if whole else most[cand]
         workers = min(top, int(most.max()))  # the most that one machine holds
         if workers < job.min_workers:
             return None
@@ -382,16 +424,26 @@ class Residual(SpreadSearch):
 
     # ----- local or spread (spread placements: placement.slots.spread_search) ----------------------
     def find(self, job: Job, workers: int, *, within: str | None = None,
-             prefer: Iterable[str] = ()) -> dict[str, tuple[int, int]] | None:
-        """``workers`` workers and their PSs: local first, else the smallest subtree."""
-        prefer = list(prefer)
-        tasks = self.local(job, workers, within=within, prefer=prefer[0] if prefer else None)
-        return tasks if tasks is not None else self.spread(job, workers, within=within, prefer=prefer)
+             prefer: Iterable[str] = (), gpu_type: object = ANY) -> dict[str, tuple[int, int]] | None:
+        """``workers`` workers and their PSs: local first, else the smallest subtree; on one
+        GPU type (module docstring: by default local or spread on each type, the fastest)."""
+        if not job.min_workers <= workers <= job.max_workers:
+            return None
+        if not self._typed and (gpu_type is ANY or gpu_type is None):  # untyped: no dispatch
+            return self._find(job, workers, within, list(prefer), None)
+        return self._per_type(job, gpu_type, self._find, job, workers, within, list(prefer))
+
+    def _find(self, job: Job, workers: int, within: str | None, prefer: list[str], code: int | None
+              ) -> dict[str, tuple[int, int]] | None:
+        """``find`` with the workers on type ``code`` (None: every machine)."""
+        tasks = self._local(job, workers, within, prefer[0] if prefer else None, code)
+        return tasks if tasks is not None else self._spread(job, workers, within, prefer, code)
 
     def max_workers_that_fit(self, job: Job, where: str | None = None) -> int:
         """Most workers (with their PSs) of ``job`` placeable on machine or under switch
-        ``where`` (the whole cluster if None), local or spread; 0 if not even min_workers."""
-        counts = [sum(w for w, _ in t.values()) for t in
-                  (self.best_local(job, job.max_workers, within=where),
-                   self.best_spread(job, job.max_workers, within=where)) if t is not None]
+        ``where`` (the whole cluster if None), local or spread, on any one of its GPU types;
+        0 if not even min_workers."""
+        counts = [sum(w for w, _ in t.values()) for code in self._search_codes(job) for t in
+                  (self._best_local(job, job.max_workers, where, None, code),
+                   self._best_spread(job, job.max_workers, where, [], code)) if t is not None]
         return max(counts, default=0)

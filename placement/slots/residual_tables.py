@@ -13,7 +13,7 @@ import numpy as np
 
 from placement.model.instance import Instance, Job, cluster_cache, demand_vectors
 
-__all__ = ["DEMANDS_KEPT", "STATIC_KEPT", "demand_entry", "tree_tables"]
+__all__ = ["DEMANDS_KEPT", "STATIC_KEPT", "demand_entry", "job_types", "tree_tables"]
 
 
 def tree_tables(instance: Instance) -> dict:
@@ -50,8 +50,11 @@ def tree_tables(instance: Instance) -> dict:
         # the same tables as Python lists, for the per-task loops of fits and the greedy fill
         "_anc_rows": anc.tolist(), "_up_rows": [u.tolist() for u in up], "_depths": depth.tolist(),
         "_scale": np.where(cap > 0, cap, 1.0),
+        # GPU types (MODEL.md 8): per machine the index of its type in gpu_types
+        "_typed": topo.typed, "_gpu_types": topo.gpu_types, "_type_code": topo.type_code,
+        "_type_codes": topo.type_code.tolist(), "_type_index": {g: k for k, g in enumerate(topo.gpu_types)},
         "_static": {},  # tables that depend on the tree or a job shape only
-        "_demands": {},  # job id -> (weak ref to the job, (alpha, beta), the same as lists): demand_entry
+        "_demands": {},  # job id -> (weak ref to the job, (alpha, beta), the same as lists, type codes): demand_entry
     }
     return tables
 
@@ -62,11 +65,22 @@ DEMANDS_KEPT = 50_000
 STATIC_KEPT = 4096
 
 
-def demand_entry(job: Job, resources: tuple[str, ...], cache: dict) -> tuple:
-    """(a weak reference to job, (alpha, beta), (alpha, beta) as lists of floats) for the
-    cluster's demand cache, valid while ``job`` is the very object asked about (a revised
-    job is a new one); the weak reference lets a finished job go."""
+def demand_entry(job: Job, resources: tuple[str, ...], gpu_types: tuple[str | None, ...], cache: dict) -> tuple:
+    """(a weak reference to job, (alpha, beta), (alpha, beta) as lists of floats, the codes
+    of :func:`job_types`) for the cluster's demand cache, valid while ``job`` is the very
+    object asked about (a revised job is a new one); the weak reference lets a finished job go."""
     if len(cache) >= DEMANDS_KEPT:
         cache.clear()
     alpha, beta = demand_vectors(job, resources)
-    return weakref.ref(job), (alpha, beta), (alpha.tolist(), beta.tolist())
+    codes = tuple(gpu_types.index(g) for g in job_types(gpu_types, job))
+    return weakref.ref(job), (alpha, beta), (alpha.tolist(), beta.tolist()), codes
+
+
+def job_types(gpu_types: tuple[str | None, ...], job: Job) -> tuple[str | None, ...]:
+    """The types of ``gpu_types`` (a cluster's) the job's workers may use (MODEL.md 8),
+    fastest first by the fastest rate of the type's table (ties, and jobs with one table
+    or a linear speed: the cluster's order)."""
+    types = [g for g in gpu_types if job.runs_on(g)]
+    if job.speed is None or job.speed.types is None:
+        return tuple(types)
+    return tuple(sorted(types, key=lambda g: -job.speed.table(g).fastest))

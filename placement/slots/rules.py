@@ -68,6 +68,11 @@ room to the jobs after it.
 Candidate placements come from :class:`placement.slots.residual.Residual`: local (a machine
 with the largest local_gbps, tightest fit) or spread in the smallest subtree that holds
 the workers with their links respected, PSs beside the workers.
+
+GPU types (MODEL.md 8): candidates keep a job's workers on one type it runs on, the best of
+each type competing by rule d's key (the type that finishes the job soonest wins); a plan
+keeps the type holding most of its workers (ties: the faster rate; on no type it runs on,
+it does not fit) before rule a's normalisation; rules b and d reuse tasks that ``fits``.
 """
 from __future__ import annotations
 
@@ -242,9 +247,10 @@ class _SlotBuilder:
         """The candidate that finishes soonest, then with fewest workers, then fastest,
         local before spread."""
         prefer = list(prefer)
-        local = self.residual.best_local(job, cap, within=within, prefer=prefer[0] if prefer else None)
-        spread = self.residual.best_spread(job, cap, within=within, prefer=prefer)
-        cands = [(c, k) for k, c in enumerate((local, spread)) if c]
+        res, first = self.residual, prefer[0] if prefer else None
+        cands = [(c, k) for g in res.job_types(job)  # the best of each GPU type (one when untyped)
+                 for k, c in enumerate((res.best_local(job, cap, within=within, prefer=first, gpu_type=g),
+                                        res.best_spread(job, cap, within=within, prefer=prefer, gpu_type=g))) if c]
         if not cands:
             return None
 
@@ -297,16 +303,20 @@ class _SlotBuilder:
         planned = sum(counts.values())
         if planned == 0:
             return None, None  # the plan keeps this job idle
+        machines = list(counts)
+        if self.inst.topology.typed:
+            counts = self._one_type(job, counts)
+            planned = sum(counts.values()) or planned
         workers = min(max(planned, job.min_workers), job.max_workers)
         domain = getattr(placement, "domain", None)
         if not self.residual.is_node(domain):
-            domain = self.inst.topology.lca(counts)
+            domain = self.inst.topology.lca(counts or machines)
         inside = set(self.residual.machines_below(domain))
         kept = {h: w for h, w in counts.items() if h in inside}
         layout = _resize(kept, workers) if kept else {}
         ps = {h: n for h, n in ps_counts.items() if h in inside} if layout == counts else {}
         tasks = None
-        if sum(ps.values()) == job.min_ps(workers):  # the plan's own PSs, when right
+        if layout and sum(ps.values()) == job.min_ps(workers):  # the plan's own PSs, when right
             as_planned = {h: (layout.get(h, 0), ps.get(h, 0)) for h in {*layout, *ps}
                           if layout.get(h, 0) or ps.get(h, 0)}
             tasks = as_planned if self.residual.fits(job, as_planned) else None
@@ -319,6 +329,16 @@ class _SlotBuilder:
         if tasks is None:
             tasks = self._best(job, workers, None, layout)
         return tasks, domain
+
+    def _one_type(self, job: Job, counts: dict[str, int]) -> dict[str, int]:
+        """Planned workers on the type (one the job runs on) holding most; ties: the faster rate."""
+        machines, index = self.inst.topology.machines, self.inst.topology.machine_index
+        by_type: dict[str | None, dict[str, int]] = {}
+        for h, w in counts.items():
+            if job.runs_on(g := machines[index[h]].gpu_type):
+                by_type.setdefault(g, {})[h] = w
+        return max(by_type.values(), default={}, key=lambda c: (
+            sum(c.values()), job_rate(self.inst, job, {h: (w, 0) for h, w in c.items()})))
 
     def _local_if_as_soon(self, job: Job, tasks: TaskDict, domain: str) -> TaskDict:
         """Rules a and b with ``follow_sizes``: tasks over several machines give way to the

@@ -7,6 +7,12 @@ switch's child subtrees, and PSs sit beside the workers (first on the machines h
 workers, then elsewhere in the same subtree). Every placement returned is checked with
 ``fits`` and keeps rule 3.
 
+GPU types (MODEL.md 8): on a typed cluster every search of Residual (local ones too) puts
+the workers on machines of one type the job runs on, ``gpu_type``'s (a type, or None for
+untyped machines), or by default (:data:`ANY`) each of the job's types in turn, keeping the
+fastest placement found; PSs may sit on any machine. On an untyped cluster each search is
+the one that existed before types, unchanged (and skips the dispatch: ``_per_type``).
+
 These are methods of :class:`placement.slots.residual.Residual` (through :class:`SpreadSearch`),
 kept apart because they are a heuristic search, while the rest of Residual is the exact
 bookkeeping of rules 1 and 4 that the validator applies too.
@@ -14,19 +20,34 @@ bookkeeping of rules 1 and 4 that the validator applies too.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TypeVar
 
 import numpy as np
 
 from placement.model.instance import TOL_FIT, Instance, Job
 
-__all__ = ["SpreadSearch"]
+__all__ = ["ANY", "SpreadSearch"]
+
+T = TypeVar("T")
+
+
+class _AnyType:
+    """The type of :data:`ANY`."""
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+#: ``gpu_type=ANY`` (the default of every search): each GPU type the job runs on, the
+#: fastest placement found (module docstring); ``None`` is the class of untyped machines
+ANY = _AnyType()
 
 
 class SpreadSearch:
     """The spread-placement methods of :class:`placement.slots.residual.Residual` (module
     docstring). They read its free capacity and tree tables, declared here, and call its
-    ``demand``, ``worker_room``, ``fits`` and ``_within``.
+    ``demand``, ``_demand_entry``, ``_room``, ``fits`` and ``_within``.
 
     Speed: the room of every machine per worker demand (``_room``), the free capacity
     summed per node and the could-hold test of every candidate subtree at once come
@@ -54,16 +75,66 @@ class SpreadSearch:
     _link_memo: dict
     _node_free: np.ndarray
     _node_free_ok: np.ndarray
+    local_gbps: np.ndarray
+    _typed: bool
+    _gpu_types: tuple[str | None, ...]
+    _type_code: np.ndarray
+    _type_index: dict[str | None, int]
 
-    def _order(self, job: Job, v: int, prefer: Iterable[str]) -> np.ndarray:
+    # ----- GPU types ---------------------------------------------------------------------
+    def job_types(self, job: Job) -> tuple[str | None, ...]:
+        """The GPU types of the cluster the job's workers may use, fastest first
+        (:func:`placement.slots.residual_tables.job_types`); (None,) on an untyped cluster."""
+        return tuple(self._gpu_types[k] for k in self._demand_entry(job)[3]) if self._typed else (None,)
+
+    def may_hold_workers(self, job: Job, gpu_type: object = ANY) -> np.ndarray:
+        """Per machine: may it hold workers of ``job``: is its GPU type one the job runs on
+        (``gpu_type``, when given)? All True on an untyped cluster."""
+        codes = self._demand_entry(job)[3]
+        if gpu_type is not ANY:
+            code = self._type_index.get(gpu_type, -1)
+            codes = (code,) if code in codes else ()
+        return np.isin(self._type_code, codes)
+
+    def _per_type(self, job: Job, gpu_type: object, search: Callable[..., T | None], *args: object) -> T | None:
+        """``search(*args, code)``, a search with the workers kept to the machines of type
+        ``code``: for ``gpu_type``, or for :data:`ANY` over the job's types, the placement
+        with the highest rate (ties: the type tried first). (On an untyped cluster the
+        public searches call ``search(*args, None)``, every machine, without this step.)"""
+        codes = self._search_codes(job)
+        if gpu_type is not ANY:
+            code = self._type_index.get(gpu_type, -1) if self._typed else -1
+            codes = (code,) if code in codes else ()
+        if len(codes) == 1:
+            return search(*args, codes[0])
+        best, fastest = None, -1.0
+        for code in codes:
+            tasks = search(*args, code)
+            if tasks is not None and (rate := self._rate(job, tasks, code)) > fastest:
+                best, fastest = tasks, rate
+        return best
+
+    def _rate(self, job: Job, tasks: Mapping[str, tuple[int, int]], code: int) -> float:
+        """The job's rate with ``tasks``, its workers on type ``code`` (``job_rate`` of
+        placement.model.progress, for one type)."""
+        used = [h for h, (w, s) in tasks.items() if w or s]
+        gbps = self.local_gbps[self.instance.topology.machine_index[used[0]]] if len(used) == 1 else 0.0
+        return job.rate(sum(w for w, _ in tasks.values()), len(used), gbps, self._gpu_types[code])
+
+    def _search_codes(self, job: Job) -> tuple[int | None, ...]:
+        """The type codes a search of ``job`` tries, fastest first; (None,) when untyped."""
+        return self._demand_entry(job)[3] if self._typed else (None,)
+
+    def _order(self, job: Job, v: int, prefer: Iterable[str], code: int | None = None) -> np.ndarray:
         """Machines below node ``v`` in filling order: preferred ones first, then grouped by
-        v's child subtree (most room first), most room first inside a group."""
+        v's child subtree (most room first), most room first inside a group (room for
+        workers on type ``code``: none elsewhere)."""
         index = self.instance.topology.machine_index
         pref = frozenset(index[p] for p in prefer if p in index)
-        key = ("order", v, self.demand(job)[0].tobytes(), job.max_workers, pref)
+        key = ("order", v, self.demand(job)[0].tobytes(), job.max_workers, pref, code)
         if key not in self._memo:
             hs = self._below[v]
-            room = np.minimum(self._room(job)[hs], job.max_workers + 1)
+            room = np.minimum(self._room(job, code)[hs], job.max_workers + 1)
             inv = self._child_groups(v)
             group_room = np.bincount(inv, weights=room)[inv]
             keys = (hs, -room, -group_room)
@@ -97,12 +168,13 @@ class SpreadSearch:
         return out
 
     def _greedy(self, job: Job, v: int, workers: int, order: np.ndarray,
-                fixed: Mapping[int, int] | None = None, share: bool = True
+                fixed: Mapping[int, int] | None = None, share: bool = True, code: int | None = None
                 ) -> dict[str, tuple[int, int]] | None:
         """Fill ``order`` (machines below ``v``) with the workers (or take ``fixed`` ones) and
         ``min_ps`` PSs, counting every task's bandwidth on each link up to ``v``. With
         ``share`` each machine takes its share of PSs with its workers; without, workers go
-        first and PSs fill the room left (better when links, not machines, are short)."""
+        first and PSs fill the room left (better when links, not machines, are short).
+        Workers go only on machines of type ``code`` (if given), PSs anywhere."""
         alpha, beta = self._demand_lists(job)
         wg, pg = job.worker_gbps, job.ps_gbps
         ps_total = job.min_ps(workers)
@@ -153,12 +225,12 @@ class SpreadSearch:
                 take(h, 0, s)  # each worker machine its share of PSs first
                 left_s -= s
             left_w = 0
-        rooms = self._room(job)[order].tolist() if left_w else []
+        rooms = self._room(job, code)[order].tolist() if left_w else []
         for h, room in zip(order_list, rooms):
             if left_w == 0:
                 break
             if room == 0 and h not in free:
-                continue  # no room for one worker by capacity: most() is 0 below
+                continue  # no room for one worker by capacity (or not of type code): most() is 0 below
             # workers with their share of PSs beside them, else workers alone
             w = most(h, alpha, wg, left_w) if share else 0
             while w > 0:
@@ -194,18 +266,18 @@ class SpreadSearch:
                  for h in sorted(set(w_at) | set(s_at)) if w_at.get(h, 0) or s_at.get(h, 0)}
         return tasks if self.fits(job, tasks) else None
 
-    def _candidates(self, job: Job, top: int | None, workers: int) -> Iterator[int]:
+    def _candidates(self, job: Job, top: int | None, workers: int, code: int | None = None) -> Iterator[int]:
         """The spread nodes under ``top`` (all if None), in search order, for which
         a cheap necessary condition holds (room by capacity and by each machine's link path):
         first the workers each node's machines hold by capacity and
         links, for all nodes at once (whole numbers, so their sum is exact in any order),
         then, lazily node by node, the free capacity summed over the node's machines (kept
-        per node until a machine below changes)."""
+        per node until a machine below changes). Workers count on type ``code`` only."""
         nodes, groups = self._under(top)
         alpha, beta = self.demand(job)
-        key = ("hold", alpha.tobytes(), job.worker_gbps, top)
+        key = ("hold", alpha.tobytes(), job.worker_gbps, top, code)
         if key not in self._memo:
-            room = self._room(job)
+            room = self._room(job, code)
             held = np.empty(len(nodes))
             for g, (pos, hs, labels, v) in enumerate(groups):
                 link_key = ("by_link", job.worker_gbps, top, g)
@@ -244,39 +316,53 @@ class SpreadSearch:
         return self._static[key]
 
     def spread(self, job: Job, workers: int, *, within: str | None = None,
-               prefer: Iterable[str] = ()) -> dict[str, tuple[int, int]] | None:
+               prefer: Iterable[str] = (), gpu_type: object = ANY) -> dict[str, tuple[int, int]] | None:
         """``workers`` workers and their PSs in the smallest subtree (under ``within``, or
-        ``within`` itself) that holds them with every link respected, or None."""
+        ``within`` itself) that holds them with every link respected, the workers on one
+        GPU type (module docstring), or None."""
         if not job.min_workers <= workers <= job.max_workers:
             return None
-        prefer = list(prefer)
+        if not self._typed and (gpu_type is ANY or gpu_type is None):  # untyped: no dispatch
+            return self._spread(job, workers, within, list(prefer), None)
+        return self._per_type(job, gpu_type, self._spread, job, workers, within, list(prefer))
+
+    def _spread(self, job: Job, workers: int, within: str | None, prefer: list[str], code: int | None
+                ) -> dict[str, tuple[int, int]] | None:
+        """``spread`` with the workers on type ``code`` (None: any machine)."""
         top = None if within is None else self._node_index[within]
-        for v in self._candidates(job, top, workers):
-            order = self._order(job, v, prefer)
+        for v in self._candidates(job, top, workers, code):
+            order = self._order(job, v, prefer, code)
             for share in (True, False):
-                tasks = self._greedy(job, v, workers, order, share=share)
+                tasks = self._greedy(job, v, workers, order, share=share, code=code)
                 if tasks is not None:
                     return tasks
         return None
 
     def best_spread(self, job: Job, cap: int, *, within: str | None = None,
-                    prefer: Iterable[str] = ()) -> dict[str, tuple[int, int]] | None:
-        """The spread placement with the most workers (min_workers..cap) found, or None."""
-        prefer = list(prefer)
-        room = self._room(job)
+                    prefer: Iterable[str] = (), gpu_type: object = ANY) -> dict[str, tuple[int, int]] | None:
+        """The spread placement with the most workers (min_workers..cap) found, the workers
+        on one GPU type (module docstring), or None."""
+        if not self._typed and (gpu_type is ANY or gpu_type is None):  # untyped: no dispatch
+            return self._best_spread(job, cap, within, list(prefer), None)
+        return self._per_type(job, gpu_type, self._best_spread, job, cap, within, list(prefer))
+
+    def _best_spread(self, job: Job, cap: int, within: str | None, prefer: list[str], code: int | None
+                     ) -> dict[str, tuple[int, int]] | None:
+        """``best_spread`` with the workers on type ``code`` (None: any machine)."""
+        room = self._room(job, code)
         room = int((room if within is None else room[self._within(within)]).sum())
         hi = min(cap, job.max_workers, room)
         lo = job.min_workers
         if hi < lo:
             return None
-        best = self.spread(job, hi, within=within, prefer=prefer)
+        best = self._spread(job, hi, within, prefer, code)
         if best is not None:
             return best
         found = None
         hi -= 1
         while lo <= hi:  # the largest count the greedy can place (binary search)
             mid = (lo + hi) // 2
-            tasks = self.spread(job, mid, within=within, prefer=prefer)
+            tasks = self._spread(job, mid, within, prefer, code)
             if tasks is None:
                 hi = mid - 1
             else:
@@ -286,7 +372,7 @@ class SpreadSearch:
     def beside(self, job: Job, workers: Mapping[str, int], *, within: str
                ) -> dict[str, tuple[int, int]] | None:
         """The given workers per machine plus ``min_ps`` PSs, on the workers' machines first,
-        then elsewhere under ``within``; None if they do not fit."""
+        then elsewhere under ``within``; None if they do not fit (or break the type rule)."""
         index = self.instance.topology.machine_index
         fixed = {index[h]: w for h, w in workers.items() if w > 0}
         total = sum(fixed.values())

@@ -53,15 +53,16 @@ def first_fit(jobs: tuple[Job, ...], topology: Topology, resources: tuple[str, .
             if not np.all(free >= job.min_workers * a + job.min_ps(job.min_workers) * b - TOL,
                           axis=1).any():
                 continue  # not even min_workers fit anywhere now: wait
+            typed_ok = np.array([job.runs_on(m.gpu_type) for m in topology.machines], dtype=bool)
             for w in range(job.max_workers, job.min_workers - 1, -1):
                 need = w * a + job.min_ps(w) * b
-                fits = np.all(free >= need - TOL, axis=1)
+                fits = np.all(free >= need - TOL, axis=1) & typed_ok
                 if fits.any():
                     h = int(np.argmax(fits))
                     free[h] -= need
-                    # per-worker time of W local: MODEL.md 4, or the speed table (MODEL.md 8)
+                    # per-worker time of W local: MODEL.md 4, or the speed table on the machine's type (MODEL.md 8)
                     theta = (job.batch_time(topology.machines[h].local_gbps) if job.speed is None
-                             else w / job.speed.rate(w, 1))
+                             else w / job.speed.rate(w, 1, topology.machines[h].gpu_type))
                     placed[k] = (h, w, job.min_ps(w), need, theta, t)
                     waiting.remove(k)
                     break

@@ -5,6 +5,10 @@ job's task set changes: a job whose worker count the policy leaves unchanged kee
 previous task set if it still fits (:func:`settle`), and a policy that may *grow* a
 running job does so only when the move finishes the job sooner, restart included
 (:func:`moves_pay`).
+
+GPU types (MODEL.md 8) are the Residual's: its searches put a gang's workers on one type the
+job runs on, the fastest placement over its types by default, and ``fits`` refuses mixed
+gangs, so every placement made here (and by the policies through it) keeps the type rule.
 """
 from __future__ import annotations
 
@@ -65,11 +69,21 @@ def share(demand: np.ndarray, totals: np.ndarray) -> float:
 
 
 def one_machine_holds(res: Residual, job: Job, count: int) -> bool:
-    """Could one machine of the cluster (its capacity, not what is free now) hold
-    ``count`` workers and their PSs?"""
+    """Could one machine of the cluster of a GPU type the job runs on (its capacity, not
+    what is free now) hold ``count`` workers and their PSs?"""
     alpha, beta = res.demand(job)
     need = count * alpha + job.min_ps(count) * beta
-    return bool((need <= res.cap + TOL_FIT).all(axis=1).any())
+    return bool(((need <= res.cap + TOL_FIT).all(axis=1) & res.may_hold_workers(job)).any())
+
+
+def fastest_type(res: Residual, job: Job, count: int, ok: np.ndarray) -> np.ndarray:
+    """The machines of ``ok`` (a mask) of the GPU type on which ``count`` workers of the job
+    on one machine run fastest (MODEL.md 8); all of ``ok`` when the types' rates tie."""
+    topo = res.instance.topology
+    if not topo.typed or job.speed is None:
+        return ok
+    rate = np.array([job.speed.rate(count, 1, g) for g in topo.gpu_types])[topo.type_code]
+    return ok & (rate > 0) & (rate >= rate[ok].max(initial=0.0))
 
 
 def held_vector(res: Residual, job: Job, tasks: Tasks) -> np.ndarray:

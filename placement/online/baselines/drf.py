@@ -37,6 +37,8 @@ class DRF:
     4. Stability: at each step a job whose count equals last slot's takes its previous
        task set if it fits, and the final packing keeps every job's previous task set
        when its count is unchanged (:func:`settle`).
+    5. GPU types (MODEL.md 8; DRF has none): each step re-places the job's workers on one
+       type it runs on, the fastest with room (the Residual's searches).
     """
 
     name = "drf"

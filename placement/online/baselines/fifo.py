@@ -39,6 +39,9 @@ class FIFO:
     Rule 4 is what keeps a communication-heavy job from starting spread over machines:
     FIFO never revisits a running job's placement (rule 2), so a job started spread would
     stay spread (and slow) to its end.
+
+    GPU types (MODEL.md 8; the simulator has none): a gang runs on one type the job runs on,
+    the fastest with room, and "one machine could hold it" counts machines of those types.
     """
 
     def __init__(self, backfill: bool = False):

@@ -9,7 +9,8 @@ import numpy as np
 
 from placement.model import limits
 from placement.model.instance import COMPLETE, TOL_FIT, Instance, Job
-from placement.online.baselines._common import arrival_order, cannot_finish_by, local_time, workers
+from placement.online.baselines._common import (arrival_order, cannot_finish_by, fastest_type, local_time,
+                                                workers)
 from placement.online.policy import TaskDict, View
 from placement.slots.residual import Residual
 from placement.model.progress import per_worker_seconds
@@ -112,6 +113,8 @@ class OASiS:
     4. Admission: the job is admitted iff that payoff is > 0; a rejected job never runs.
        An admitted job that needs a new plan (``commit`` docstring) keeps its admission.
        :class:`OASiSAdmitAll` skips this test (same prices and subroutine).
+    5. GPU types (MODEL.md 8; OASiS has none): rule 3 takes the cheapest machine of the fastest
+       type with one free, else the Residual's spread (one type, the fastest).
 
     ``commit(view, job_id, reserved)`` returns the admitted plan (empty if rejected).
     ``decide(view)`` is the re-planning fallback of the per-slot mode: it plans each new
@@ -242,8 +245,9 @@ class OASiS:
         """T_j of rule 1: t + the slots the job needs alone at min_workers and its slowest
         per-batch time (restart included) + the lookahead."""
         job, inst = view.jobs[job_id].job, view.instance
-        if job.speed is not None:  # the slower class at min_workers (MODEL.md 8)
-            slowest = job.min_workers / min(job.speed.rate(job.min_workers, 1), job.speed.rate(job.min_workers, 2))
+        if job.speed is not None:  # the slower class at min_workers, of its slowest type (MODEL.md 8)
+            slowest = job.min_workers / min(job.speed.rate(job.min_workers, c, g) for c in (1, 2)
+                                            for g in inst.topology.gpu_types if job.runs_on(g))
         else:
             slowest = max(job.batch_time(job.worker_gbps),
                           job.batch_time(min(m.local_gbps for m in inst.topology.machines)))
@@ -349,7 +353,7 @@ class OASiS:
     @staticmethod
     def _cheapest(res: Residual, job: Job, w: int, need: np.ndarray, price: np.ndarray,
                   scale: np.ndarray) -> TaskDict | None:
-        ok = (need <= res.free + TOL_FIT).all(axis=1)
+        ok = fastest_type(res, job, w, (need <= res.free + TOL_FIT).all(axis=1))  # rule 5
         if ok.any():
             cost = np.where(ok, price @ (need / scale), np.inf)
             return {res.machine_ids[int(np.argmin(cost))]: (w, job.min_ps(w))}

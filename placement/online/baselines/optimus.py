@@ -44,6 +44,8 @@ class Optimus:
        first, else the smallest subtree (``Residual.find``).
     4. Stability: a job whose count equals last slot's keeps its task set if it fits
        (:func:`settle`); Optimus otherwise re-allocates every slot.
+    5. GPU types (MODEL.md 8; Optimus has none): T(W) is the fastest of the job's types, and
+       rule 3 places the workers on one type, the fewest machines of each type, the fastest.
     """
 
     name = "optimus"
@@ -102,15 +104,20 @@ class Optimus:
 
     @staticmethod
     def remaining_time(res: Residual, state: JobState, w: int) -> float:
-        """T(W) = remaining x theta(W) / W (seconds)."""
+        """T(W) = remaining x theta(W) / W (seconds), on the fastest of the job's GPU types."""
         job = state.job
         alpha, beta = res.demand(job)
         need = w * alpha + job.min_ps(w) * beta
-        holds = (need <= res.cap + TOL_FIT).all(axis=1)
-        if job.speed is not None:  # the table's rate, local if one machine could hold it (MODEL.md 8)
-            return state.remaining / job.speed.rate(w, 1 if holds.any() else 2)
-        gbps = res.local_gbps[holds].max() if holds.any() else job.worker_gbps
-        return state.remaining * job.batch_time(gbps) / w
+        fit = (need <= res.cap + TOL_FIT).all(axis=1)
+        times = []
+        for g in res.job_types(job):
+            holds = fit & res.may_hold_workers(job, g)
+            if job.speed is not None:  # the table's rate, local if one machine could hold it (MODEL.md 8)
+                times.append(state.remaining / job.speed.rate(w, 1 if holds.any() else 2, g))
+            else:
+                gbps = res.local_gbps[holds].max() if holds.any() else job.worker_gbps
+                times.append(state.remaining * job.batch_time(gbps) / w)
+        return min(times)
 
     # ----- placement -----------------------------------------------------------------------
     @staticmethod
@@ -131,18 +138,22 @@ class Optimus:
 
     @staticmethod
     def _even(res: Residual, job: Job, w: int, prefer: list[str]) -> TaskDict | None:
+        """Rule 3's even split on the fewest machines of each GPU type; the fastest found."""
         s = job.min_ps(w)
         room = res.worker_room(job)
         pref = set(prefer)
-        ranked = sorted(range(len(res.machine_ids)),
-                        key=lambda h: (-room[h], res.machine_ids[h] not in pref, h))
-        for k in range(1, min(w, len(ranked)) + 1):
-            hs = ranked[:k]
-            if room[hs].sum() < w:
-                continue
-            tasks = {res.machine_ids[h]: (w // k + (i < w % k), s // k + (i < s % k))
-                     for i, h in enumerate(hs)}
-            tasks = {h: ws for h, ws in tasks.items() if ws[0] or ws[1]}
-            if res.fits(job, tasks):
-                return tasks
-        return None
+        found = []
+        for g in res.job_types(job):
+            ranked = sorted(np.flatnonzero(res.may_hold_workers(job, g)).tolist(),
+                            key=lambda h: (-room[h], res.machine_ids[h] not in pref, h))
+            for k in range(1, min(w, len(ranked)) + 1):
+                hs = ranked[:k]
+                if room[hs].sum() < w:
+                    continue
+                tasks = {res.machine_ids[h]: (w // k + (i < w % k), s // k + (i < s % k))
+                         for i, h in enumerate(hs)}
+                tasks = {h: ws for h, ws in tasks.items() if ws[0] or ws[1]}
+                if res.fits(job, tasks):
+                    found.append(tasks)
+                    break
+        return max(found, key=lambda tasks: job_rate(res.instance, job, tasks), default=None)

@@ -43,6 +43,8 @@ class Tetris:
        added, and the growth of a job that ran last slot is undone (the job frozen for
        the slot) unless it finishes the job sooner, restart included; the freed room is
        packed again. Tetris' fairness knob is not modelled (every job may be picked).
+    5. GPU types (MODEL.md 8; Tetris has none): a machine takes units only of jobs that run
+       on its type and hold no workers on another; a gang starts on that machine's type.
     """
 
     name = "tetris"
@@ -80,14 +82,16 @@ class Tetris:
     def _fill(self, view: View, res: Residual, order: list[str], cur: dict[str, TaskDict],
               frozen: set[str]) -> None:
         """Rule 2: machine by machine, the best-scoring unit that fits until none does."""
-        root = view.instance.topology.root_id
+        topo = view.instance.topology
+        root = topo.root_id
         rows: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
         for h, machine in enumerate(res.machine_ids):
             tried: set[tuple[str, int]] = set()  # (job, its workers) that failed here
             while True:
                 jobs = [j for j in order if j not in frozen
                         and workers(cur.get(j)) < view.jobs[j].job.max_workers
-                        and (j, workers(cur.get(j))) not in tried]
+                        and (j, workers(cur.get(j))) not in tried
+                        and (not topo.typed or self._on_type(view, j, cur.get(j), topo.machines[h].gpu_type))]
                 for j in jobs:
                     if j not in rows:
                         rows[j] = self._row(view, res, j, cur.get(j))
@@ -115,6 +119,13 @@ class Tetris:
                 else:
                     tried.add((j, workers(cur.get(j))))
 
+    @staticmethod
+    def _on_type(view: View, j: str, tasks: TaskDict | None, gpu_type: str | None) -> bool:
+        """Rule 5: may job ``j`` holding ``tasks`` add a unit on a machine of ``gpu_type``?"""
+        topo = view.instance.topology
+        return view.jobs[j].job.runs_on(gpu_type) and all(
+            topo.machines[topo.machine_index[m]].gpu_type == gpu_type for m, (w, _) in (tasks or {}).items() if w)
+
     def _row(self, view: View, res: Residual, j: str, tasks: TaskDict | None
              ) -> tuple[np.ndarray, np.ndarray, float]:
         """(unit, gang, remaining work) of job ``j`` holding ``tasks`` (rules 2 and 3)."""
@@ -138,9 +149,10 @@ class Tetris:
         or would lower the job's throughput (rule 4)."""
         old = res.remove(j)
         w = workers(old)
-        if w == 0:
-            tasks = res.local(job, job.min_workers, within=h) or res.find(job, job.min_workers,
-                                                                          prefer=[h])
+        if w == 0:  # on machine h's GPU type (rule 5)
+            g = instance.topology.machines[instance.topology.machine_index[h]].gpu_type
+            tasks = res.local(job, job.min_workers, within=h, gpu_type=g) or res.find(
+                job, job.min_workers, prefer=[h], gpu_type=g)
         else:
             s_now = sum(s for _, s in old.values())
             extra = max(0, job.min_ps(w + 1) - s_now)

@@ -49,6 +49,8 @@ class Tiresias:
        hold its gang, and waits otherwise; the others go local first, else in the
        smallest subtree. (The Pollux artifact's Tiresias has no such rule: it takes
        GPUs from the emptiest nodes whatever the model.)
+    6. GPU types (MODEL.md 8; Tiresias has none): a gang's workers go on one type the job
+       runs on, the fastest with room (the Residual's searches); rule 5 reads its fastest type's table.
 
     In the peer arena (``benchmarks/peer_pollux.py``) it runs with the constants of the
     peer's own Tiresias (the Pollux artifact's tiresias.py: one threshold of
@@ -133,7 +135,7 @@ class Tiresias:
         if kept is not None:
             return kept
         prefer = by_workers(state.previous)
-        if self._sensitive(view, job) and one_machine_holds(res, job, count):
+        if self._sensitive(res, job) and one_machine_holds(res, job, count):
             tasks = res.local(job, count, prefer=prefer[0] if prefer else None)
         else:
             tasks = res.find(job, count, prefer=prefer)
@@ -141,8 +143,9 @@ class Tiresias:
             res.place(job, tasks)
         return tasks
 
-    def _sensitive(self, view: View, job) -> bool:
-        if job.speed is not None:  # local over spread rate at full size (MODEL.md 8)
-            return job.speed.rate(job.max_workers, 1) / job.speed.rate(job.max_workers, 2) - 1 > self.skip_below
-        best = job.batch_time(view.instance.best_local_gbps)
+    def _sensitive(self, res: Residual, job) -> bool:
+        if job.speed is not None:  # local over spread rate at full size on its fastest type (MODEL.md 8)
+            table = job.speed.table(res.job_types(job)[0])
+            return table.rate(job.max_workers, 1) / table.rate(job.max_workers, 2) - 1 > self.skip_below
+        best = job.batch_time(res.instance.best_local_gbps)
         return job.batch_time(job.worker_gbps) / best - 1 > self.skip_below
