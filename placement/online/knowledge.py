@@ -17,10 +17,13 @@ the true remaining work when the size is known), so every policy plans and order
 unchanged. Completion is only ever what the cluster reports (``finish``); a job that runs
 past its estimate keeps running, since ``r`` is always > 0.
 
-Sizes are learned and compared in *seconds at the job's fastest rate* (its work divided by
-the fastest rate its speed allows), not in batches: batches of different models differ by
-orders of magnitude, while a job's length in time at full speed is comparable across jobs
-(as Tiresias' GPU-time is).
+Sizes are learned and compared in *GPU-seconds at the job's best rate per GPU* (its work
+divided by the fastest rate one of its workers reaches, :func:`size_rate`), not in
+batches: batches of different models differ by orders of magnitude, while service in
+GPUs x time is comparable across jobs (Tiresias' 2D attained service, NSDI'19 section 3.1).
+It is also stable while a job's table grows (an elastic job whose GPU cap doubles as it is
+profiled, as in the Sia arena): its time at full speed would shrink with every doubling,
+making a job look older than the finished ones, its work per GPU does not.
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import numpy as np
 from placement.model.instance import Job
 from placement.online.sizes import LearnedSizes
 
-__all__ = ["INFORMATION", "fastest_rate", "information_label", "shown_job", "submitted", "user_estimate"]
+__all__ = ["INFORMATION", "fastest_rate", "size_rate", "information_label", "shown_job", "submitted", "user_estimate"]
 
 #: the information levels, most to least
 INFORMATION = ("oracle", "estimate", "none")
@@ -43,15 +46,19 @@ def shown_job(job: Job, done: float, level: str, sizes: LearnedSizes, slot_secon
               *, estimate: float | None = None, label: str | None = None) -> Job:
     """``job`` as a policy sees it at information ``level``: unchanged at ``oracle``, else
     with ``work_batches`` = ``done`` + the Gittins remaining work of what is known (in
-    seconds at its fastest rate, :func:`fastest_rate`; the prior's unit is one slot)."""
+    GPU-seconds at its best rate per GPU, :func:`size_rate`; the prior's unit is one slot),
+    shown as that many seconds at its fastest rate."""
     if level == "oracle":
         return job
     if level == "none":
         estimate = label = None
-    rate = fastest_rate(job, local_gbps)
+    rate = size_rate(job, local_gbps)
     remaining = sizes.gittins_remaining(done / rate, slot_seconds, label=label,
                                         estimate=None if estimate is None else estimate / rate)
-    return dataclasses.replace(job, work_batches=done + remaining * rate)
+    # shown as that many seconds at the job's fastest rate: every policy then orders by the
+    # 2D rank (remaining / fastest rate = the GPU-seconds rank) and, the work being no
+    # smaller than what its widest placement does in that time, sizes the job to use it
+    return dataclasses.replace(job, work_batches=done + remaining * fastest_rate(job, local_gbps))
 
 
 def fastest_rate(job: Job, local_gbps: float) -> float:
@@ -60,6 +67,15 @@ def fastest_rate(job: Job, local_gbps: float) -> float:
     if job.speed is not None:
         return job.speed.fastest
     return job.rate(job.max_workers, 1, local_gbps)
+
+
+def size_rate(job: Job, local_gbps: float) -> float:
+    """Batches per second of one of ``job``'s workers at its best: the best rate per worker of
+    its speed table (any type, local or spread), or one worker's rate on a machine whose local
+    bus runs at ``local_gbps`` (the cluster's fastest). Sizes are learned in seconds at it."""
+    if job.speed is not None:
+        return max(job.speed.best_per_worker(local=True), job.speed.best_per_worker(local=False))
+    return job.rate(job.max_workers, 1, local_gbps) / job.max_workers
 
 
 def submitted(job: Job, estimate: float | None) -> Job:

@@ -41,7 +41,7 @@ import numpy as np
 from placement.model.instance import Instance, InstanceError, Job
 from placement.online.checkpoint import Checkpointing, JobRecord
 from placement.online.commit_mode import CommitMode, is_count
-from placement.online.knowledge import INFORMATION, fastest_rate, shown_job
+from placement.online.knowledge import INFORMATION, shown_job, size_rate
 from placement.online.policy import CommittingPolicy, Policy, TaskDict, View
 from placement.online.sizes import LearnedSizes
 from placement.model.topology import Machine, Topology
@@ -265,8 +265,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
         """The job completed (the cluster says so; nothing else ends a job): it leaves the
         active set, and the work it reported becomes a learned size."""
         entry = self._open(job_id)
-        if entry.done > 0:  # learned in seconds at the job's fastest rate (placement.online.knowledge)
-            rate = fastest_rate(entry.job, self._fastest_bus())
+        if entry.done > 0:  # learned in GPU-seconds at the job's best rate per GPU (placement.online.knowledge)
+            rate = size_rate(entry.job, self._fastest_bus())
             self.sizes.add(entry.done / rate, label=entry.label,
                            estimate=None if entry.estimate is None else entry.estimate / rate)
         self._close(job_id, "finished")

@@ -2,7 +2,7 @@
 length can still know about it.
 
 A job's *size* is its total work, in a unit comparable across jobs (the scheduler uses
-seconds at the job's fastest rate: :mod:`placement.online.knowledge`). When the cluster
+GPU-seconds at the job's best rate per GPU: :mod:`placement.online.knowledge`). When the cluster
 reports a job finished,
 its size becomes a sample (with its class label and its user's estimate, when given).
 From the samples alone this module answers, for a job that has done ``a`` batches so far:
