@@ -195,6 +195,16 @@ def _configs(instance: Instance, job: Job) -> list[Config]:
                 gbps = max(m.local_gbps for m, f in zip(machines, fits & of_type) if f)
                 out.append(Config(W, S, True, job.rate(W, 1, gbps, g), use, 0.0, k))
             if len(machines) > 1 and W + S >= 2 and (holds_worker & of_type).any():
-                rate = max(job.rate(W, m, 0.0, g) for m in range(2, W + S + 1))
+                rate = _best_spread_rate(job, W, g, len(machines))
                 out.append(Config(W, S, False, rate, use, W * job.worker_gbps + S * job.ps_gbps, k))
     return out
+
+
+def _best_spread_rate(job: Job, workers: int, gpu_type: str | None, machines: int) -> float:
+    """The fastest spread rate of ``workers`` workers on ``gpu_type`` over any number of
+    machines the cluster has: a valid schedule may span more machines than W + min_ps(W)
+    (extra PSs are allowed), and a table's spread rows need not slow down as they widen."""
+    if job.speed is None:
+        return job.rate(workers, 2, 0.0, gpu_type)
+    table = job.speed.table(gpu_type)
+    return max(table.rate(workers, key) for key, _ in table.spread if key <= machines)

@@ -66,6 +66,8 @@ class TableRates:
                                               rates) for r, (key, rates) in enumerate(sp.spread)]
                 one += [(c, w, rate, lo, hi, g) for c, (lo, hi, rates) in enumerate(rows)
                         for w, rate in zip(counts, rates)]
+            if not one:  # no type of its table can hold a worker of it: it never runs
+                continue
             ks = np.arange(slots.first[j], slots.last[j] + 1)
             parts.append(np.column_stack([np.repeat(ks, len(one)), np.tile(np.array(one, dtype=float), (len(ks), 1))]))
         table = np.vstack(parts) if parts else np.zeros((0, 7))

@@ -34,8 +34,10 @@ Translation, every round (:meth:`SiaAdapter.optimize`):
 What our policies are told, per information level (docs/model.md, "What the scheduler
 knows"): at ``none`` (Sia's own: its JobInfo carries no length) nothing of a job's length,
 only its progress and the sizes of the jobs that finished; ``oracle`` (labelled so; for
-diagnosis) the work to the job's completion epoch at its target batch size. Never the
-traces' true speeds: the tables are Sia's fitted goodputs.
+diagnosis) the work to the job's completion epoch at its target batch size. The speeds are
+what the peer whose game is played reads: Sia's fitted goodputs (jobs as under
+``peer:sia``), or Gavel's throughputs from the traces (jobs as under ``peer:gavel``, where
+each job keeps the workload's GPU count and batch size: :meth:`SiaAdapter._rigid_job`).
 
 Every decision passes through :class:`placement.online.scheduler.OnlineScheduler`, which
 enforces MODEL.md (one GPU type per job, capacity), so the simulator, which checks
@@ -108,6 +110,8 @@ class SiaAdapter:
         for name, info in jobs.items():
             sim = truth[name]
             job = self._job(name, info, sim, t)
+            if job is None:  # no type can take it (Gavel's artifact: throughput 0.1, never run)
+                continue
             # what the cluster reports done, in the unit of the job's rates
             done = float(info.cur_step) if self.rigid else float(sim.progress)
             if self.information == "oracle":
@@ -151,8 +155,8 @@ class SiaAdapter:
         return self._scheduler
 
     # ----- one job in our model --------------------------------------------------------------
-    def _job(self, name: str, info: Any, sim: Any, t: int) -> Job:
-        """The job in our model now (module docstring)."""
+    def _job(self, name: str, info: Any, sim: Any, t: int) -> Job | None:
+        """The job in our model now (module docstring); None if no GPU type can take it."""
         if self.rigid:
             return self._rigid_job(name, info, sim, t)
         app = sim.reference_app
@@ -172,6 +176,8 @@ class SiaAdapter:
                 table = self._first(info, g, most, unit)
             if table is not None:
                 tables.append((g, table))
+        if not tables:
+            return None
         speed = TypedSpeed(tuple(sorted(tables)))
         work = float(app.get_progress(sim.completion_epoch + 1)) if sim.completion_epoch is not None else 1.0
         arrival = self._arrival.setdefault(name, t)
@@ -180,7 +186,7 @@ class SiaAdapter:
                    min_workers=lo, max_workers=most, worker_gbps=WORKER_GBPS, ps_gbps=WORKER_GBPS * most,
                    restart_seconds=float(sim.max_rescale_time), speed=speed)
 
-    def _rigid_job(self, name: str, info: Any, sim: Any, t: int) -> Job:
+    def _rigid_job(self, name: str, info: Any, sim: Any, t: int) -> Job | None:
         """Jobs as under ``peer:gavel``: the workload's GPU count (``scale_factor``) and
         batch size, fixed; on each type that holds the count, the throughput Gavel's policy
         reads (its ``predict_throughput``: the traces' step time on the fewest nodes, x the
@@ -192,6 +198,8 @@ class SiaAdapter:
                 rate = float(self.predict_throughput(info, g, name))
                 if math.isfinite(rate) and rate > 0:
                     tables.append((g, SpeedTable(count, (rate,), ((2, (rate,)),))))
+        if not tables:
+            return None
         speed = TypedSpeed(tuple(sorted(tables)))
         work = float(info.total_steps)
         return Job(id=name, arrival=self._arrival.setdefault(name, t), work_batches=max(work, 1.0),
@@ -246,7 +254,8 @@ class SiaAdapter:
 def make_adapter(sia_policy_class: type, policy: Any, *, slot_seconds: float = 60, lookahead: int = 8,
                  clock: Callable[[], float], sim_jobs: Callable[[], Mapping[str, Any]],
                  information: str = "none", estimate_error: float = 0.0, seed: int = 0) -> type:
-    """A subclass of the simulator's ``SiaPolicy`` that answers with ``policy`` (one of ours);
+    """A subclass of the simulator's policy class ``sia_policy_class`` (its ``SiaPolicy`` or
+    ``GavelPolicy``: the jobs then behave as under that peer) that answers with ``policy`` (one of ours);
     the driver builds it with its own arguments. ``clock`` gives the simulator's time (s),
     ``sim_jobs`` its jobs by name (progress, application, as the cluster reports them)."""
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

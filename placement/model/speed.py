@@ -67,6 +67,11 @@ class SpeedTable:
                 row = rates
         return row[k]
 
+    def cut(self, max_workers: int) -> "SpeedTable":
+        """The table for W = min_workers..``max_workers`` only."""
+        k = max_workers - self.min_workers + 1
+        return SpeedTable(self.min_workers, self.local[:k], tuple((m, rates[:k]) for m, rates in self.spread))
+
     @property
     def fastest_local(self) -> float:
         """The fastest local rate: MODEL.md 8's rate for the unfinished charge."""
@@ -162,6 +167,16 @@ class TypedSpeed:
     def table(self, gpu_type: str | None) -> SpeedTable | None:
         """The table of ``gpu_type``, or None: the job may not run there."""
         return next((t for g, t in self.by_type if g == gpu_type), None)
+
+    def cut(self, max_workers: int) -> "TypedSpeed":
+        """Every type's table for W = min_workers..``max_workers`` only."""
+        return TypedSpeed(tuple((g, t.cut(max_workers)) for g, t in self.by_type))
+
+    def limited_to(self, types: "frozenset[str | None] | set[str | None]") -> "TypedSpeed | None":
+        """The tables of the types in ``types`` only (None if none is left): what a job can
+        use on a cluster that has only those types now."""
+        kept = tuple((g, t) for g, t in self.by_type if g in types)
+        return TypedSpeed(kept) if kept else None
 
     def rate(self, workers: int, machines: int, gpu_type: str | None = None) -> float:
         """The rate on ``gpu_type`` (0 on a type the job does not list)."""

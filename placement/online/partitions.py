@@ -58,14 +58,16 @@ def _deal_typed(view: View, waiting: list, buckets: list[list[str]], machine_gro
     k, inst = len(buckets), view.instance
     n_types = len(inst.topology.gpu_types)
     cell = machine_group * n_types + inst.topology.type_code  # (group, type) of each machine
-    most: dict[tuple, np.ndarray] = {}  # per job shape and types: per group, the most workers one of its types holds
+    most: dict[tuple, tuple] = {}  # per job shape and types: per group, the most workers one of its types holds
     for rank, state in enumerate(waiting):
         job = state.job
-        key = (id(fit_kinds(job, inst)), None if job.speed is None else job.speed.types)
-        if key not in most:
+        kinds = fit_kinds(job, inst)
+        key = (id(kinds), None if job.speed is None else job.speed.types)
+        if key not in most:  # the entry keeps ``kinds`` alive, so its id is not reused meanwhile
             held = np.bincount(cell, weights=fit_table(job, inst).workers, minlength=k * n_types)
-            most[key] = held.reshape(k, n_types).max(axis=1)
-        fit = most[key] >= min(job.min_workers, most[key].max())
+            most[key] = (kinds, held.reshape(k, n_types).max(axis=1))
+        room = most[key][1]
+        fit = room >= min(job.min_workers, room.max())
         g = min(np.flatnonzero(fit).tolist(), key=lambda g: (len(buckets[g]), (g - rank) % k))
         buckets[g].append(job.id)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,7 +120,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
     def _why_unrunnable(self, job: Job, topology: Topology) -> str | None:
         """Instance's fits-somewhere check of one job on ``topology`` (None: it can run)."""
         try:
-            Instance(self.slot_seconds, job.arrival + 1, self.resources, topology, (job,))
+            Instance(self.slot_seconds, job.arrival + 1, self.resources, topology, (on_cluster(job, topology),))
         except InstanceError as exc:
             return exc.reason if exc.path.startswith("jobs[0]") else str(exc)
         return None
@@ -335,7 +336,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
         """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
         active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
         bus = self._fastest_bus() if self.information != "oracle" else 0.0
-        shown = [shown_job(e.job, e.done, self.information, self.sizes, self.slot_seconds, bus,
+        shown = [shown_job(on_cluster(e.job, self._topology), e.done, self.information, self.sizes,
+                           self.slot_seconds, bus,
                            estimate=e.estimate, label=e.label) for e in active]
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
@@ -428,3 +430,14 @@ def _type_error(topology: Topology, job: Job, tasks: TaskDict) -> str | None:
 def _is_number(x: Any) -> bool:
     """A finite real number (not a bool)."""
     return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def on_cluster(job: Job, topology: Topology) -> Job:
+    """``job`` with its per-type table cut to the GPU types ``topology`` has now: a type whose
+    last machine left is one the job cannot use for now, not a reason to stop it running on
+    its other types (unchanged when none of its types is left: it then fits nowhere)."""
+    types = None if job.speed is None else job.speed.types
+    if types is None or types <= set(topology.gpu_types):
+        return job
+    kept = job.speed.limited_to(set(topology.gpu_types))
+    return job if kept is None else dataclasses.replace(job, speed=kept)

@@ -198,10 +198,13 @@ def job(raw: Mapping[str, Any], information: str, *, estimate: float | None = No
 def machine(raw: Mapping[str, Any]) -> Machine:
     """The ``machine`` of a body, read as a topology's machine is."""
     try:
-        f = Fields(raw, "machine", InstanceError, ("id", "capacity", "local_gbps"))
+        f = Fields(raw, "machine", InstanceError, ("id", "capacity", "local_gbps"), ("gpu_type",))
         if len(f.string("id")) > MAX_ID:
             raise Rejected(422, f"machine.id: at most {MAX_ID} characters", "machine.id")
+        if f.has("gpu_type") and len(f.string("gpu_type")) > MAX_ID:
+            raise Rejected(422, f"machine.gpu_type: at most {MAX_ID} characters", "machine.gpu_type")
         return Machine(f.string("id"), vector(raw["capacity"], "machine.capacity", InstanceError),
-                       f.number("local_gbps", positive=True))
+                       f.number("local_gbps", positive=True),
+                       f.string("gpu_type") if f.has("gpu_type") else None)
     except FileFormatError as exc:
         raise Rejected(422, str(exc), exc.path) from None

@@ -20,7 +20,6 @@ import numpy as np
 from placement.model.clusters import RESOURCES
 from placement.traces.first_fit import first_fit
 from placement.model.instance import TOL, Instance, Job, demand_vector, demand_vectors
-from placement.model.speed import SpeedTable
 from placement.model.topology import Topology
 from placement.traces.joblist import read_joblist, write_joblist
 from placement.traces.philly import read_philly
@@ -87,11 +86,7 @@ def _cap_workers(jobs: list[Job], topology: Topology) -> list[Job]:
         room = max(j.min_workers, int(most.sum()))
         if room < j.max_workers:
             capped += 1
-            speed = j.speed
-            if speed is not None:  # the table's rows cut to the new max_workers (MODEL.md 8)
-                k = room - speed.min_workers + 1
-                speed = SpeedTable(speed.min_workers, speed.local[:k],
-                                   tuple((m, rates[:k]) for m, rates in speed.spread))
+            speed = None if j.speed is None else j.speed.cut(room)  # rows cut to the new max_workers (MODEL.md 8)
             j = dataclasses.replace(j, max_workers=room, speed=speed)
         out.append(j)
     if capped:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -94,9 +94,10 @@ def allocation(rates: np.ndarray, need: np.ndarray, capacity: np.ndarray, scale:
 
 @contextmanager
 def only_type(res: Residual, mask: np.ndarray) -> Iterator[Residual]:
-    """``res`` with every machine outside ``mask`` shown full until the block ends, so its
-    searches place on one GPU type. A stand-in until ``Residual``'s searches take a type
-    (the slot rules' type-aware search); nothing placed inside the block is kept."""
+    """``res`` with every machine outside ``mask`` shown full until the block ends: how many
+    workers of a job one GPU type holds on the empty slot (its PSs counted on that type's
+    machines too: a bound on the gang's size, the placement itself uses ``Residual.find``
+    with the type); nothing placed inside the block is kept."""
     if mask.all():
         yield res
         return
@@ -107,17 +108,6 @@ def only_type(res: Residual, mask: np.ndarray) -> Iterator[Residual]:
         yield res
     finally:
         res.restore(saved)
-
-
-def find_on_type(res: Residual, job: Job, count: int, gpu_type: GpuType, mask: np.ndarray,
-                 prefer: Sequence[str] = ()) -> TaskDict | None:
-    """``count`` workers and their PSs on machines of ``gpu_type`` only (local first, else the
-    smallest subtree: ``Residual.find``), not placed; None if they do not fit."""
-    with only_type(res, mask) as shown:
-        tasks = shown.find(job, count, prefer=prefer)
-    if tasks is None or gpu_types(res.instance, tasks) != {gpu_type}:  # (workers that need nothing)
-        return None
-    return tasks
 
 
 class Gavel:
@@ -133,7 +123,7 @@ class Gavel:
     1. Gang (scale factor): a job runs rigidly with ``max_workers`` workers (its requested
        count, the artifact's ``scale_factor = job.target_num_replicas``, cluster.py:487;
        ``min_workers == max_workers`` for a rigid job) and ``min_ps`` PSs, capped at the most
-       one of its GPU types holds when empty, and never resized (multi_simulator.py:60-61
+       one of its GPU types holds when empty, and never resized (multi_simulator.py:52-53
        disables batch-size tuning under Gavel).
     2. Throughputs: on each GPU type the job lists (``Job.runs_on``) and that holds its gang,
        its speed table's rate (or MODEL.md 4's linear rate) at the gang's count: local when
@@ -202,8 +192,8 @@ class Gavel:
             state = view.jobs[j]
             tasks = self._keep(view, res, state, types[k], offers[i].workers)
             if tasks is None:
-                tasks = find_on_type(res, state.job, offers[i].workers, types[k], masks[k],
-                                     by_workers(state.previous))
+                tasks = res.find(state.job, offers[i].workers, prefer=by_workers(state.previous),
+                                 gpu_type=types[k])
                 if tasks is None:
                     continue
                 res.place(state.job, tasks)
@@ -270,7 +260,7 @@ class Gavel:
         for j in sorted(movers, key=lambda j: -workers(chosen[j][1])):
             (k, tasks), job = chosen[j], view.jobs[j].job
             if not res.fits(job, tasks):
-                tasks = find_on_type(res, job, workers(tasks), types[k], masks[k], by_workers(tasks))
+                tasks = res.find(job, workers(tasks), prefer=by_workers(tasks), gpu_type=types[k])
                 if tasks is None:
                     return {i: placed for i, (_, placed) in chosen.items()}
             res.place(job, tasks)

@@ -357,3 +357,22 @@ def test_partitions_strand_no_job_and_decisions_are_valid():
     for model in ("configuration", "aggregated"):
         placed = LPRoundingPolicy(model=model, jobs_per_partition=20).decide(view)
         assert placed and _one_slot(view, placed) == []
+
+
+def test_the_exact_model_takes_a_typed_job_that_can_never_run():
+    """Found by review: a job whose only type holds no worker of it with its PSs (no CPU left
+    for 2 PSs) made the exact model's rate rows empty and crash; it simply never runs."""
+    from placement.offline.ilp import solve_ilp
+    doc = {"slot_seconds": 10, "horizon": 2, "resources": ["gpu", "cpu"],
+           "topology": {"root": "s", "machines": [
+               {"id": "a", "capacity": {"gpu": 1, "cpu": 1}, "local_gbps": 50, "gpu_type": "a100"},
+               {"id": "t", "capacity": {"gpu": 1, "cpu": 0}, "local_gbps": 50, "gpu_type": "t4"}],
+               "switches": [{"id": "s"}], "links": [{"a": "a", "b": "s", "gbps": 10}, {"a": "t", "b": "s", "gbps": 10}]},
+           "jobs": [{"id": "j", "arrival": 0, "work_batches": 100, "batch_seconds": 1, "worker": {"gpu": 1},
+                     "ps": {"cpu": 1}, "max_workers": 1, "worker_gbps": 2, "ps_gbps": 1,
+                     "speed": {"by_type": {"a100": {"local": [5], "spread": [5]}}}},
+                    {"id": "k", "arrival": 0, "work_batches": 100, "batch_seconds": 1, "worker": {"gpu": 1},
+                     "ps": {}, "max_workers": 1, "worker_gbps": 1, "ps_gbps": 1}]}
+    typed = solve_ilp(Instance.from_dict(doc), time_limit=20).objective
+    doc["jobs"][0]["speed"] = doc["jobs"][0]["speed"]["by_type"]["a100"]
+    assert typed == pytest.approx(solve_ilp(Instance.from_dict(doc), time_limit=20).objective)

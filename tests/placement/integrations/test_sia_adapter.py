@@ -114,3 +114,20 @@ def test_lp_rounding_and_greedy_finish_a_few_jobs_in_the_real_simulator(tmp_path
         assert all(0 < j < 6 * 3600 for j in run["jcts"].values())
         assert run["decisions"] > 0
     assert _tree(SIMULATOR) == before
+
+
+def test_a_rigid_job_no_type_can_hold_waits_instead_of_failing():
+    class FakeGavel:
+        def __init__(self, **kwargs):
+            pass
+
+        def predict_throughput(self, info, g, name):
+            return 10.0
+    node = lambda g: types.SimpleNamespace(resources={"nvidia.com/gpu": g})  # noqa: E731
+    cls = make_adapter(FakeGavel, make_policy("gavel"), slot_seconds=360, clock=lambda: 360.0,
+                       sim_jobs=lambda: {"j": types.SimpleNamespace(name="j"), "k": types.SimpleNamespace(name="k")})
+    a = cls()
+    big = types.SimpleNamespace(scale_factor=8, total_steps=1000, cur_step=0, rescale_time=10)
+    small = types.SimpleNamespace(scale_factor=4, total_steps=1000, cur_step=0, rescale_time=10)
+    out = a.optimize({"j": big, "k": small}, {"aws": {0: node(4)}, "rtx": {0: node(4)}}, {})
+    assert "j" not in out and len(out["k"][1]) == 4

@@ -121,3 +121,27 @@ def test_oasis_commitments_on_a_typed_cluster_are_valid():
     inst = random_typed(2, jobs=12)
     result = simulate(inst, policy=make_policy("oasis"), mode="commit", horizon=4 * inst.horizon)
     assert result.violations == () and result.dropped == 0
+
+
+def test_a_job_keeps_running_on_its_other_type_when_one_type_leaves():
+    """Found by review: once the last A100 machine left, a job listing A100 and T4 was held
+    as fitting nowhere; it runs on the T4 machine, and a job listing a type the cluster lacks
+    is accepted and runs on the types it has."""
+    from placement.model.instance import Job
+    from placement.model.speed import SpeedTable, TypedSpeed
+    from placement.model.topology import Link, Machine, Switch, Topology
+    from placement.online import OnlineScheduler, make_policy
+    ms = (Machine("a0", {"gpu": 2}, 100, "a100"), Machine("t0", {"gpu": 4}, 100, "t4"))
+    topo = Topology(ms, (Switch("s"),), tuple(Link(m.id, "s", 100) for m in ms), "s")
+    tab = SpeedTable(1, (1.0, 2.0), ((2, (1.0, 2.0)),))
+    job = Job(id="j", arrival=0, work_batches=1000, batch_seconds=1, worker={"gpu": 1}, ps={}, max_workers=2,
+              worker_gbps=1, ps_gbps=2, speed=TypedSpeed((("a100", tab), ("t4", tab))))
+    s = OnlineScheduler(topo, resources=("gpu",), policy=make_policy("greedy"), slot_seconds=60)
+    s.submit(job)
+    assert set(s.step(0)["j"]) == {"a0"}
+    s.remove_machine("a0")
+    assert set(s.step(1)["j"]) == {"t0"}
+    other = Job(id="k", arrival=2, work_batches=1000, batch_seconds=1, worker={"gpu": 1}, ps={}, max_workers=2,
+                worker_gbps=1, ps_gbps=2, speed=TypedSpeed((("t4", tab), ("v100", tab))))
+    s.submit(other)
+    assert set(s.step(2)["k"]) == {"t0"}
