@@ -239,15 +239,16 @@ def markdown(doc: dict[str, Any]) -> str:
         rs = sorted((r for r in runs if (r["trace"], r["workload"]) == wl),
                     key=lambda r: (r["average_jct"] is None, r["average_jct"] or 0))
         L += [f"## {TRACE_NAMES.get(wl[0] or '', wl[0] or 'workload')}: {wl[1]}", "",
-              "| policy | knows of job lengths | avg JCT (h) | x peer:sia | p99 JCT (h) | makespan (h) | "
-              "unfinished | restarts | decision median (ms) | p95 (ms) | decisions | wall (s) |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| policy | jobs as under | knows of job lengths | avg JCT (h) | x peer:sia | p99 JCT (h) | "
+              "makespan (h) | unfinished | restarts | decision median (ms) | p95 (ms) | decisions | wall (s) |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         sia = next((r["average_jct"] for r in rs if r["policy"] == "peer:sia" and not r["unfinished"]), None)
         for r in rs:
             ratio = "-" if not sia or r["average_jct"] is None or r["unfinished"] else f"{r['average_jct'] / sia:.2f}"
             knows = r.get("information", "none")
             knows = "**oracle** (true lengths)" if knows == "oracle" else knows
-            L.append(f"| `{r['policy']}` | {knows} | {_h(r['average_jct'])} | {ratio} | {_h(r['p99_jct'], 1)} | "
+            like = r.get("jobs_like", r["policy"])
+            L.append(f"| `{r['policy']}` | `{like}` | {knows} | {_h(r['average_jct'])} | {ratio} | {_h(r['p99_jct'], 1)} | "
                      f"{_h(r['makespan'], 1)} | "
                      f"{len(r['unfinished'])} | {r['restarts']} | {_ms(r['decision_median_s'])} | "
                      f"{_ms(r['decision_p95_s'])} | {r['decisions']} | {r['wall_s']:.0f} |")
