@@ -92,7 +92,7 @@ import numpy as np
 from placement.model.instance import Job
 from placement.integrations.measured_speed import (entry_placements, packed, speed_table,
                                                    useful_count)
-from placement.online.knowledge import submitted, user_estimate
+from placement.online.knowledge import tell
 from placement.online.scheduler import OnlineScheduler
 from placement.model.speed import SpeedTable
 from placement.model.topology import Link, Machine, Switch, Topology
@@ -166,20 +166,10 @@ class PolluxAdapter:
         per_node = max(int(n.resources.get(GPU, 0)) for n in nodes.values())
         for name, info in jobs.items():
             job = self._job(name, info, truth[name], t, per_node, len(nodes), open_jobs.get(name))
-            if self.information == "oracle":
-                done = min(truth[name].progress, job.work_batches * (1 - 1e-6))
-            else:  # the true size stays here: the scheduler plans by what it knows (docs/model.md)
-                done = float(truth[name].progress)
-            if name in open_jobs:
-                sched.revise(job if self.information == "oracle" else submitted(job, None))
-                self.revisions += 1
-            elif self.information == "oracle":
-                sched.submit(job)
-            else:
-                estimate = (user_estimate(job.work_batches, name, self.estimate_error, self.seed)
-                            if self.information == "estimate" else None)
-                sched.submit(submitted(job, estimate), estimate=estimate)
-            sched.report(name, done)
+            # below oracle the true size stays here: the scheduler plans by what it knows (docs/model.md)
+            tell(sched, job, float(truth[name].progress), self.information, known=name in open_jobs,
+                 estimate_error=self.estimate_error, seed=self.seed)
+            self.revisions += name in open_jobs
         placed = sched.step(t)
         index = {f"n{k}": k for k in self._nodes}
         allocations = {j: [index[h] for h in sorted(tasks, key=index.get) for _ in range(tasks[h][0])]

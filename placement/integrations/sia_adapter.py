@@ -56,7 +56,7 @@ from placement.integrations.measured_speed import UNMEASURED, spread_keys
 from placement.model.instance import Job
 from placement.model.speed import SpeedTable, TypedSpeed
 from placement.model.topology import Link, Machine, Switch, Topology
-from placement.online.knowledge import submitted, user_estimate
+from placement.online.knowledge import tell
 from placement.online.scheduler import OnlineScheduler
 
 __all__ = ["SiaAdapter", "configurations", "make_adapter"]
@@ -114,16 +114,8 @@ class SiaAdapter:
                 continue
             # what the cluster reports done, in the unit of the job's rates
             done = float(info.cur_step) if self.rigid else float(sim.progress)
-            if self.information == "oracle":
-                done = min(done, job.work_batches * (1 - 1e-6))
-                (sched.revise if name in open_jobs else sched.submit)(job)
-            elif name in open_jobs:
-                sched.revise(submitted(job, None))
-            else:
-                estimate = (user_estimate(job.work_batches, name, self.estimate_error, self.seed)
-                            if self.information == "estimate" else None)
-                sched.submit(submitted(job, estimate), estimate=estimate)
-            sched.report(name, done)
+            tell(sched, job, done, self.information, known=name in open_jobs,
+                 estimate_error=self.estimate_error, seed=self.seed)
         placed = sched.step(t)
         out: dict[str, tuple[str | None, list[int]]] = {}
         for name, tasks in placed.items():

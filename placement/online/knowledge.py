@@ -30,13 +30,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
 from placement.model.instance import Job
 from placement.online.sizes import LearnedSizes
 
-__all__ = ["INFORMATION", "fastest_rate", "size_rate", "information_label", "shown_job", "submitted", "user_estimate"]
+__all__ = ["INFORMATION", "fastest_rate", "size_rate", "tell", "information_label", "shown_job", "submitted", "user_estimate"]
 
 #: the information levels, most to least
 INFORMATION = ("oracle", "estimate", "none")
@@ -97,3 +98,21 @@ def user_estimate(work: float, job_id: str, sigma: float, seed: int) -> float:
 def information_label(level: str, estimate_error: float = 0.0) -> str:
     """How reports name an information level: ``estimate`` with its error's sigma."""
     return f"estimate (sigma {estimate_error:g})" if level == "estimate" else level
+
+
+def tell(scheduler: Any, job: Job, done: float, level: str, *, known: bool, estimate_error: float = 0.0,
+         seed: int = 0) -> None:
+    """Submit ``job`` to ``scheduler`` (an ``OnlineScheduler``; revise it if ``known``, i.e.
+    already open) and report ``done`` batches, as a cluster at information ``level`` does: the
+    truth only at ``oracle`` (``done`` kept below it: only the cluster ends a job); below,
+    the job without its size, at ``estimate`` with a user's estimate of it (:func:`user_estimate`).
+    The adapters of other people's simulators share it."""
+    if level == "oracle":
+        done = min(done, job.work_batches * (1 - 1e-6))
+        (scheduler.revise if known else scheduler.submit)(job)
+    elif known:
+        scheduler.revise(submitted(job, None))
+    else:
+        estimate = user_estimate(job.work_batches, job.id, estimate_error, seed) if level == "estimate" else None
+        scheduler.submit(submitted(job, estimate), estimate=estimate)
+    scheduler.report(job.id, done)
