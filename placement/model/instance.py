@@ -264,19 +264,22 @@ class Instance:
 
     def _fits(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per job: does one worker fit some machine, does one PS, and how many workers the
-        whole cluster holds (capped at 10**9, which also guards capacity / tiny demand against
-        overflow). Vectorised over the distinct machine types, so many jobs on a big cluster
-        stay cheap."""
+        whole cluster holds, or on a typed cluster the machines of its roomiest GPU type (a
+        job's workers use one type, MODEL.md 8); capped at 10**9, which also guards
+        capacity / tiny demand against overflow. Vectorised over the distinct machine
+        shapes, so many jobs on a big cluster stay cheap."""
         alpha = demand_matrix(jobs, self.resources, "worker")
         beta = demand_matrix(jobs, self.resources, "ps")
         kinds, which = self.machine_kinds
-        counts = np.bincount(which, minlength=len(kinds))
+        topo = self.topology
+        counts = np.zeros((len(kinds), len(topo.gpu_types)))  # machines per (shape, GPU type)
+        np.add.at(counts, (which, topo.type_code), 1)
         a, b, many = alpha[:, None, :], beta[:, None, :], 10**9
         worker_fits = (a <= kinds + 1e-9).all(axis=2).any(axis=1)
         ps_fits = (b <= kinds + 1e-9).all(axis=2).any(axis=1)
         with np.errstate(divide="ignore", over="ignore"):  # capped at `many` right after
             per = np.where(a > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(a > 0, a, 1), many)), many)
-        room = np.minimum(per.min(axis=2) @ counts, many)  # whole numbers: exact in any order
+        room = np.minimum((per.min(axis=2) @ counts).max(axis=1), many)  # whole numbers: exact in any order
         return worker_fits, ps_fits, room
 
     def _check_fits(self, job: Job, where: str) -> None:
@@ -292,7 +295,8 @@ class Instance:
                      InstanceError)
         room = int(fits[2][0])
         if room < job.min_workers:
-            fail(join(where, "min_workers"), f"the whole cluster holds at most {room} workers "
+            holder = "the machines of one GPU type hold" if self.topology.typed else "the whole cluster holds"
+            fail(join(where, "min_workers"), f"{holder} at most {room} workers "
                  f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
 
     def _check_types(self, job: Job, where: str) -> None:

@@ -135,3 +135,15 @@ def test_a_typed_table_on_an_untyped_cluster_is_refused():
         del m["gpu_type"]
     with pytest.raises(InstanceError, match=r"jobs\[0\]\.speed\.by_type\.a100.*no machine has GPU type"):
         Instance.from_dict(doc)
+
+
+def test_a_job_whose_min_workers_fit_no_single_type_is_refused():
+    """Found by review: its workers must share one type, so the cluster's total room is not
+    enough (3 workers: 2 + 2 on A100, 4 on T4 -> fits; 5 fits no type)."""
+    doc = document()
+    doc["jobs"][0].update(min_workers=3, max_workers=5)
+    del doc["jobs"][0]["speed"]
+    assert Instance.from_dict(doc).jobs[0].min_workers == 3
+    doc["jobs"][0]["min_workers"] = 5
+    with pytest.raises(InstanceError, match=r"jobs\[0\]\.min_workers: the machines of one GPU type hold at most 4"):
+        Instance.from_dict(doc)
