@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from placement.model.instance import Instance, InstanceError, Job
+from placement.model.progress import gpu_types
 from placement.online.checkpoint import Checkpointing, JobRecord
 from placement.online.commit_mode import CommitMode, is_count
 from placement.online.knowledge import INFORMATION, shown_job, size_rate
@@ -370,7 +371,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
             if not clean:
                 continue  # the policy lets the job wait
             job = view.jobs[job_id].job
-            why = _type_error(self._topology, job, clean) if self._topology.typed else None
+            why = _type_error(view.instance, job, clean) if self._topology.typed else None
             if why:
                 self._drop(view.t, job_id, why)
                 continue
@@ -415,10 +416,9 @@ class OnlineScheduler(Checkpointing, CommitMode):
         return "unknown job"
 
 
-def _type_error(topology: Topology, job: Job, tasks: TaskDict) -> str | None:
+def _type_error(instance: Instance, job: Job, tasks: TaskDict) -> str | None:
     """Why the workers of ``tasks`` break MODEL.md 8's GPU-type rule, or None."""
-    machines, index = topology.machines, topology.machine_index
-    types = {machines[index[h]].gpu_type for h, (w, _) in tasks.items() if w}
+    types = gpu_types(instance, tasks)
     names = sorted(repr(g) if g is not None else "untyped" for g in types)
     if len(types) > 1:
         return f"workers on GPU types {', '.join(names)}: one type per slot (MODEL.md 8)"
