@@ -239,9 +239,10 @@ class Instance:
                     job.min_workers, job.max_workers):
                 fail(join(where, "speed"), f"the table covers W = {job.speed.min_workers}.."
                      f"{job.speed.max_workers}, the job {job.min_workers}..{job.max_workers}", InstanceError)
-            if job.speed is not None and job.speed.types is not None:
-                self._check_types(job, join(where, "speed"))
-            elif not fits[i]:
+            typed = job.speed is not None and job.speed.types is not None
+            if typed:
+                self._check_type_names(job, join(where, "speed"))
+            if not fits[i]:
                 self._check_fits(job, where)
 
     @staticmethod
@@ -263,29 +264,46 @@ class Instance:
         return ok
 
     def _fits(self, jobs: Sequence[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per job: does one worker fit some machine, does one PS, and how many workers the
-        whole cluster holds, or on a typed cluster the machines of its roomiest GPU type (a
-        job's workers use one type, MODEL.md 8); capped at 10**9, which also guards
-        capacity / tiny demand against overflow. Vectorised over the distinct machine
-        shapes, so many jobs on a big cluster stay cheap."""
+        """Per job: does one worker fit some machine of a GPU type it runs on, does one PS fit
+        any machine, and how many workers the machines of its roomiest such type hold (a job's
+        workers use one type, MODEL.md 8; untyped clusters: one class, the whole cluster);
+        capped at 10**9, which also guards capacity / tiny demand against overflow. Vectorised
+        over the distinct machine shapes, so many jobs on a big cluster stay cheap."""
         alpha = demand_matrix(jobs, self.resources, "worker")
         beta = demand_matrix(jobs, self.resources, "ps")
         kinds, which = self.machine_kinds
         topo = self.topology
         counts = np.zeros((len(kinds), len(topo.gpu_types)))  # machines per (shape, GPU type)
         np.add.at(counts, (which, topo.type_code), 1)
+        runs_on = self._runs_on(jobs)  # jobs x GPU types
         a, b, many = alpha[:, None, :], beta[:, None, :], 10**9
-        worker_fits = (a <= kinds + 1e-9).all(axis=2).any(axis=1)
+        worker_fits = (((a <= kinds + 1e-9).all(axis=2) @ (counts > 0)) > 0)
+        worker_fits = (worker_fits & runs_on).any(axis=1)
         ps_fits = (b <= kinds + 1e-9).all(axis=2).any(axis=1)
         with np.errstate(divide="ignore", over="ignore"):  # capped at `many` right after
             per = np.where(a > 0, np.floor(np.minimum((kinds + 1e-9) / np.where(a > 0, a, 1), many)), many)
-        room = np.minimum((per.min(axis=2) @ counts).max(axis=1), many)  # whole numbers: exact in any order
-        return worker_fits, ps_fits, room
+        room = np.where(runs_on, per.min(axis=2) @ counts, 0)  # whole numbers: exact in any order
+        return worker_fits, ps_fits, np.minimum(room.max(axis=1), many)
+
+    def _runs_on(self, jobs: Sequence[Job]) -> np.ndarray:
+        """Per job and GPU type of the cluster (``topology.gpu_types``), may its workers run
+        there: every type, unless its speed table is given per type (then the types listed)."""
+        types = self.topology.gpu_types
+        out = np.ones((len(jobs), len(types)), dtype=bool)
+        for i, job in enumerate(jobs):
+            if job.speed is not None and job.speed.types is not None:
+                out[i] = [g in job.speed.types for g in types]
+        return out
 
     def _check_fits(self, job: Job, where: str) -> None:
         """A job whose worker or PS fits on no machine, or whose min_workers exceed what
-        the whole cluster can hold, can never run: reject it up front."""
+        the whole cluster can hold, can never run: reject it up front. A job with a
+        table per GPU type is judged on its types' machines."""
         fits = self._fits((job,))
+        if job.speed is not None and job.speed.types is not None:
+            fail(join(where, "speed"), f"the job cannot run on any of its GPU types ({', '.join(sorted(job.speed.types))}): "
+                 f"a worker or a PS fits no machine, or min_workers {job.min_workers} exceed what the "
+                 f"machines of each type hold", InstanceError)
         for role, demand, fit in (("worker", job.worker, fits[0][0]), ("ps", job.ps, fits[1][0])):
             if not fit:
                 worst = max(demand, key=lambda r: demand[r]) if demand else "?"
@@ -299,28 +317,13 @@ class Instance:
             fail(join(where, "min_workers"), f"{holder} at most {room} workers "
                  f"of this job, fewer than min_workers {job.min_workers}", InstanceError)
 
-    def _check_types(self, job: Job, where: str) -> None:
-        """A per-type table names only types some machine has, and on at least one of them
-        the job can run (its worker and PS fit, its min_workers fit the type's machines)."""
+    def _check_type_names(self, job: Job, where: str) -> None:
+        """A per-type table names only types some machine has."""
         present = set(self.topology.gpu_types)
-        for g in sorted(job.speed.types):
-            if g not in present:
-                have = ", ".join(sorted(repr(x) for x in present if x is not None)) or "none"
-                fail(join(join(where, "by_type"), g), f"no machine has GPU type {g!r} (types: {have})",
-                     InstanceError)
-        codes = [k for k, g in enumerate(self.topology.gpu_types) if g in job.speed.types]
-        on = np.isin(self.topology.type_code, codes)
-        cap = self.capacity_matrix[on]
-        alpha, beta = demand_vectors(job, self.resources)
-        worker_fits = (alpha <= cap + 1e-9).all(axis=1)
-        ps_fits = (beta <= self.capacity_matrix + 1e-9).all(axis=1).any()
-        with np.errstate(divide="ignore"):
-            per = np.where(alpha > 0, np.floor((cap + 1e-9) / np.where(alpha > 0, alpha, 1)), 10**9).min(axis=1)
-        room = max((per[self.topology.type_code[on] == k].sum() for k in codes), default=0)
-        if not worker_fits.any() or not ps_fits or room < job.min_workers:
-            fail(where, f"the job cannot run on any of its GPU types ({', '.join(sorted(job.speed.types))}): "
-                 f"a worker or a PS fits no machine, or min_workers {job.min_workers} exceed what the "
-                 f"machines of each type hold", InstanceError)
+        for g in sorted(job.speed.types - present):
+            have = ", ".join(sorted(repr(x) for x in present if x is not None)) or "none"
+            fail(join(join(where, "by_type"), g), f"no machine has GPU type {g!r} (types: {have})",
+                 InstanceError)
 
     # ----- file form ---------------------------------------------------------------------
     @classmethod
