@@ -46,38 +46,47 @@ class JobRecord:
     estimate: float | None = None   # a user's estimate of its total work (information "estimate")
     label: str | None = None        # its class, for the sizes learned per class
 
-    def view_state(self, forget: bool = False, shown: Job | None = None) -> JobState:
+    def view_state(self, forget: bool = False, shown: Job | None = None,
+                   topology: Topology | None = None) -> JobState:
         """What a policy sees of the job (``shown``: the job as the information level shows
         it, default the job itself); ``forget``: without previous tasks the job can no longer
-        run (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
-        previous = {} if forget and self._previous_stale() else dict(self.previous)
+        run on ``topology`` (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
+        previous = {} if forget and self._previous_stale(topology) else dict(self.previous)
         return JobState(self.job if shown is None else shown, self.done, self.attained, previous, self.last_ran)
 
-    def _previous_stale(self) -> bool:
-        """The job's worker range or PS need no longer holds its previous tasks."""
-        return bool(self.previous) and not _runs(self.job, self.previous)
+    def _previous_stale(self, topology: Topology | None) -> bool:
+        """The job's worker range, PS need or GPU types no longer hold its previous tasks."""
+        return bool(self.previous) and not _runs(self.job, self.previous, topology)
 
-    def forget_what_it_cannot_run(self) -> None:
+    def forget_what_it_cannot_run(self, topology: Topology | None = None) -> None:
         """After a revise (at the next step) or resuming an older checkpoint: the previous
-        tasks when the job's worker range or PS need no longer holds them, and a commitment
-        holding such a set (commit mode then commits the job again); every policy then places
-        it afresh instead of keeping a set the scheduler would drop. ``last_ran`` stays: it
-        did run then."""
-        if self._previous_stale():
+        tasks when the job's worker range, PS need or GPU types (on ``topology``) no longer
+        hold them, and a commitment holding such a set (commit mode then commits the job
+        again); every policy then places it afresh instead of keeping a set the scheduler
+        would drop. ``last_ran`` stays: it did run then."""
+        if self._previous_stale(topology):
             self.previous = {}
-        if self.commitment and not all(_runs(self.job, v) for v in self.commitment.values() if v):
+        if self.commitment and not all(_runs(self.job, v, topology) for v in self.commitment.values() if v):
             self.commitment = None
 
 
-def _runs(job: Job, tasks: Mapping) -> bool:
-    """Whether ``job`` may run ``tasks`` by its worker range and PS need; True for a set too
-    malformed to count (the scheduler refuses it, with its reason, when its slot comes)."""
+def _runs(job: Job, tasks: Mapping, topology: Topology | None = None) -> bool:
+    """Whether ``job`` may run ``tasks`` by its worker range and PS need and, on a typed
+    ``topology``, its workers' one GPU type (MODEL.md 8; machines no longer there are not
+    judged here); True for a set too malformed to count (the scheduler refuses it, with its
+    reason, when its slot comes)."""
     try:
         workers = sum(int(w) for w, _ in tasks.values())
         ps = sum(int(s) for _, s in tasks.values())
     except (TypeError, ValueError, AttributeError):
         return True
-    return job.shape_error(workers, ps) is None
+    if job.shape_error(workers, ps) is not None:
+        return False
+    if topology is None or not topology.typed:
+        return True
+    index, machines = topology.machine_index, topology.machines
+    types = {machines[index[h]].gpu_type for h, (w, _) in tasks.items() if h in index and int(w)}
+    return len(types) <= 1 and all(job.runs_on(g) for g in types)
 
 
 class Checkpointing:
@@ -156,7 +165,7 @@ class Checkpointing:
                     None if raw.get("estimate") is None else _amount(raw["estimate"], f"jobs[{i}].estimate"),
                     None if raw.get("label") is None else str(raw["label"]))
                 if job.id not in sched._revised:
-                    sched._jobs[job.id].forget_what_it_cannot_run()
+                    sched._jobs[job.id].forget_what_it_cannot_run(sched._topology)
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
             sched._last_t = _slot(state["last_slot"], "last_slot")
             sched.drops_total = int(state["drops_total"])

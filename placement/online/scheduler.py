@@ -310,7 +310,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
                              f"so the next must be step({self._last_t + 1})")
         self.dropped = []
         for job_id in self._revised & self._jobs.keys():
-            self._jobs[job_id].forget_what_it_cannot_run()
+            self._jobs[job_id].forget_what_it_cannot_run(self._topology)
         self._revised.clear()
         view = self.view(t)
         if not view.jobs:
@@ -343,7 +343,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
                             jobs=tuple(shown), name=f"online-t{t}")
-        return View(t, instance, {job.id: e.view_state(forget=job.id in self._revised, shown=job)
+        return View(t, instance, {job.id: e.view_state(forget=job.id in self._revised, shown=job, topology=self._topology)
                                   for e, job in zip(active, shown)}, self.lookahead, self.information)
 
     def _fastest_bus(self) -> float:

@@ -145,3 +145,32 @@ def test_a_job_keeps_running_on_its_other_type_when_one_type_leaves():
                 worker_gbps=1, ps_gbps=2, speed=TypedSpeed((("t4", tab), ("v100", tab))))
     s.submit(other)
     assert set(s.step(2)["k"]) == {"t0"}
+
+
+def test_a_revise_that_drops_the_type_a_job_ran_on_forgets_its_previous_tasks():
+    """The previous tasks a policy is shown (and would keep, restart-free) are only those the
+    job may still run: after a revise that no longer lists their GPU type, none."""
+    import dataclasses
+    from placement.model.instance import Job
+    from placement.model.speed import SpeedTable, TypedSpeed
+    from placement.model.topology import Link, Machine, Switch, Topology
+    ms = (Machine("a0", {"gpu": 2}, 100, "a100"), Machine("t0", {"gpu": 4}, 100, "t4"))
+    topo = Topology(ms, (Switch("s"),), tuple(Link(m.id, "s", 100) for m in ms), "s")
+    tab = SpeedTable(1, (1.0, 2.0), ((2, (1.0, 2.0)),))
+    job = Job(id="j", arrival=0, work_batches=1000, batch_seconds=1, worker={"gpu": 1}, ps={}, max_workers=2,
+              worker_gbps=1, ps_gbps=2, speed=TypedSpeed((("a100", tab), ("t4", tab))))
+    seen = []
+
+    class Watch:
+        name = "watch"
+
+        def decide(self, view):
+            seen.append(dict(view.jobs["j"].previous))
+            return {"j": {"a0": (2, 1)}} if view.t == 0 else {"j": {"t0": (2, 1)}}
+
+    s = OnlineScheduler(topo, resources=("gpu",), policy=Watch(), slot_seconds=60)
+    s.submit(job)
+    assert s.step(0) == {"j": {"a0": (2, 1)}}
+    s.revise(dataclasses.replace(job, speed=TypedSpeed((("t4", tab),))))
+    assert s.step(1) == {"j": {"t0": (2, 1)}} and s.dropped == []
+    assert seen == [{}, {}]
