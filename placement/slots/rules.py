@@ -21,15 +21,16 @@ a. **Planned jobs first**, in weighted shortest-remaining-processing-time order:
    planned machines. The planned PSs are kept if the workers needed no change and they
    number exactly ``job.min_ps(W)``; otherwise ``min_ps(W)`` PSs are placed beside the
    workers (each worker machine its share first, then the worker machines, then elsewhere
-   in the domain). A placement with no workers means "idle". If it does not fit what is left: the most workers (<= W) that
-   fit inside the planned domain (local first, then its smallest subtree), else anywhere
-   in the cluster; else the job waits. The plans that fit as planned are placed first
-   (in that order), the others after them (in that order): a plan that does not fit
-   would otherwise take, as its fallback, the room later plans were made for, and their
-   fallbacks the room of plans after them. A job whose previous task set still fits is
-   decided in the first pass (rule b may keep that set before later plans take it). With
-   ``follow_sizes``, a plan over several machines is placed in the first pass and may
-   move to one machine (below) in the second, after the other plans.
+   in the domain). No workers means "idle". If it does not fit what is left: the most
+   workers (<= W) that fit inside the planned domain (local first, then its smallest
+   subtree), else anywhere; else the job waits. The plans that fit as planned are placed
+   first (in that order), the others after them (in that order): a plan that does not fit
+   would otherwise take, as its fallback, the room later plans were made for. A job whose
+   previous task set still fits is decided in the first pass (rule b may keep that set
+   before later plans take it). With ``follow_sizes``, a plan over several machines may
+   move to one machine (below) in the second pass. Before all this, interchangeable
+   machines the plan only renames are exchanged in it (:mod:`placement.slots.relabel`), so
+   a running job planned on its previous counts keeps its machines, no restart.
 b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
    the job ran last slot, its previous task set still fits and the new set would not
    finish the job's remaining work in fewer slots (estimate: the new rate kept to the end,
@@ -46,9 +47,8 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    finishes it soonest (then fewest workers, then fastest, local before spread).
    Before this pass, the previous task sets of jobs not yet placed are reserved in the
    same order, so a starting job is packed around them (no gratuitous migration); it
-   evicts the reservations of jobs after it in the order only if it cannot start at all
-   otherwise, and an evicted job then looks for room in its own turn.
-   Capacity freed by early completions and trims is re-used this way.
+   evicts later jobs' reservations only if it cannot start otherwise (they then look for
+   room in their own turn). Capacity freed by completions and trims is re-used this way.
 
 With ``follow_sizes`` (the LP policy on the configuration model, whose intent's worker
 counts are the LP's decision): rule b keeps the previous task set only when the intent
@@ -83,6 +83,7 @@ from typing import Any
 
 from placement import deadline
 from placement.model.instance import COMPLETE, Instance, Job
+from placement.slots.relabel import relabel
 from placement.slots.residual import Residual
 from placement.model.intent import JobIntent, Intent
 from placement.model.progress import ProgressTracker, TaskDict, canonical, job_rate, slot_batches
@@ -118,8 +119,7 @@ def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
                 ) -> dict[str, TaskDict]:
     """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
     progress so far; what online policies call each slot. ``residual`` must be empty.
-    ``trim=False``: rule c's trim is off, for jobs whose sizes are not known (a job is then
-    never cut to what would finish a size the scheduler only expects)."""
+    ``trim=False``: no rule c, for sizes not known (never cut to a size only expected)."""
     residual = Residual(instance) if residual is None else residual
     return _SlotBuilder(instance, tracker, residual, t, follow_sizes, trim).build(intended or {}, fill)
 
@@ -185,6 +185,7 @@ class _SlotBuilder:
     def build(self, intended: Mapping[str, JobIntent], fill: bool) -> dict[str, TaskDict]:
         active = [j for j in self.inst.jobs if j.arrival <= self.t and not self.tracker.is_done(j)]
         active.sort(key=self._priority)
+        intended = relabel(self.inst, self.tracker.last, intended, [j.id for j in active])
         for job_id in intended:
             if job_id not in self.inst.job_index:
                 logger.debug("slot %d: intent names unknown job %r; ignored", self.t, job_id)
@@ -219,8 +220,7 @@ class _SlotBuilder:
             fastest = job.speed.fastest
             return self.tracker.remaining(job) / fastest / job.weight, job.arrival, job.id
         fastest = job.batch_time(max(self.inst.best_local_gbps, job.worker_gbps))
-        return (self.tracker.remaining(job) * fastest / job.max_workers / job.weight,
-                job.arrival, job.id)
+        return self.tracker.remaining(job) * fastest / job.max_workers / job.weight, job.arrival, job.id
 
     def _completes(self, job: Job, tasks: Mapping[str, tuple[int, int]]) -> bool:
         """Would ``tasks`` complete the job in this slot (the tracker's own test)?"""

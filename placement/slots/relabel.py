@@ -1,0 +1,142 @@
+"""Keep running jobs on their machines when a plan only renames them.
+
+A window model places a job on a domain (a machine, or a switch to spread below) and its
+decoder picks the machines among *interchangeable* ones — same capacity, GPU type, local bus,
+parent switch and uplink — blind to which of them the job holds now. Followed as written,
+such a plan moves a running job to machines that are no faster, charging it a restart
+(MODEL.md 4); and when another job's plan names the machines it holds, rule b of the slot
+rules can no longer keep them. Exchanging interchangeable machines everywhere in a slot's
+plan changes no job's rate, no capacity or link load: it is the same plan. So, before the
+slot rules read a slot's plan, :func:`relabel` permutes machines (each to an interchangeable
+one) so that each running job whose plan has exactly its previous per-machine (workers, PSs)
+counts, up to such renaming, gets its previous machines back; jobs are taken in the slot
+rules' order, and a job's machines, once given back, are not moved for a later one.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from numbers import Integral
+from typing import Any
+
+from placement.model.instance import Instance
+from placement.model.intent import JobIntent
+from placement.model.topology import Topology
+
+__all__ = ["relabel"]
+
+
+def relabel(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, int]]],
+            intents: Mapping[str, Any], order: Sequence[str]) -> dict[str, Any]:
+    """``intents`` (job id -> :class:`JobIntent`) with interchangeable machines exchanged so
+    that the jobs of ``order`` (ids, first served first) that ran last slot on ``previous``
+    and are planned on the same per-machine counts get those machines back (module
+    docstring). Intents that are not well formed are carried along, renamed where they name
+    a moved machine, and never realigned."""
+    topo = instance.topology
+    index = topo.machine_index
+    locked = _overpacked(instance, intents)  # a plan that does not fit a machine: the slot rules sort it out
+    moved: dict[str, str] = {}  # each machine the plan names -> the machine it is given now
+    for job_id in order:
+        prev, tasks = previous.get(job_id), _counts(intents.get(job_id), index)
+        if not prev or tasks is None:
+            continue
+        prev = {h: (int(w), int(s)) for h, (w, s) in prev.items() if (w or s) and h in index}
+        tasks = {moved.get(h, h): v for h, v in tasks.items()}
+        if tasks != prev:
+            swap = _alignment(topo, tasks, prev, locked)
+            if swap is None:
+                continue
+            now = {a: swap.get(b, b) for a, b in moved.items()}
+            now.update((a, b) for a, b in swap.items() if a not in moved)
+            moved = {a: b for a, b in now.items() if a != b}
+        locked.update(prev)
+    return {j: _renamed(v, moved) for j, v in intents.items()} if moved else dict(intents)
+
+
+def _overpacked(instance: Instance, intents: Mapping[str, Any]) -> set[str]:
+    """The machines whose planned tasks (of the well-formed intents of known jobs) exceed
+    their capacity."""
+    index, load = instance.topology.machine_index, {}
+    for job_id, intent in intents.items():
+        tasks = _counts(intent, index)
+        if tasks is None or job_id not in instance.job_index:
+            continue
+        job = instance.jobs[instance.job_index[job_id]]
+        for h, (w, s) in tasks.items():
+            need = load.setdefault(h, {})
+            for r, a in job.worker.items():
+                need[r] = need.get(r, 0.0) + w * a
+            for r, b in job.ps.items():
+                need[r] = need.get(r, 0.0) + s * b
+    machines = instance.topology.machines
+    return {h for h, need in load.items()
+            if any(v > machines[index[h]].capacity.get(r, 0.0) + 1e-9 for r, v in need.items())}
+
+
+def _counts(intent: Any, index: Mapping[str, int]) -> dict[str, tuple[int, int]] | None:
+    """The non-empty per-machine (workers, PSs) of a well-formed intent, else None."""
+    raw = getattr(intent, "tasks", None)
+    if not isinstance(raw, Mapping):
+        return None
+    out = {}
+    for h, pair in raw.items():
+        if h not in index or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return None
+        w, s = pair
+        if not all(isinstance(x, Integral) and not isinstance(x, bool) and x >= 0 for x in (w, s)):
+            return None
+        if w or s:
+            out[h] = (int(w), int(s))
+    return out
+
+
+def _alignment(topo: Topology, planned: dict[str, tuple[int, int]], prev: dict[str, tuple[int, int]],
+               locked: set[str]) -> dict[str, str] | None:
+    """A permutation (machine -> machine, moved ones only) of interchangeable, unlocked
+    machines taking ``planned`` to ``prev``; None if there is none of this form: each
+    planned machine goes to a previous machine of the same class and counts (itself when it
+    is one), the previous machines the plan does not name to the planned ones it leaves."""
+    groups: dict[tuple, tuple[list[str], list[str]]] = {}
+    for h, v in planned.items():
+        if prev.get(h) != v:
+            groups.setdefault((_kind(topo, h), v), ([], []))[0].append(h)
+    for h, v in prev.items():
+        if planned.get(h) != v:
+            groups.setdefault((_kind(topo, h), v), ([], []))[1].append(h)
+    perm: dict[str, str] = {}
+    for src, dst in groups.values():
+        if len(src) != len(dst):
+            return None
+        perm.update(zip(sorted(src), sorted(dst)))
+    # complete it to a permutation: what sat on the previous machines the plan leaves goes to
+    # the planned machines freed, class by class
+    freed: dict[tuple, list[str]] = {}
+    taken = set(perm.values())
+    for h in sorted(set(perm) - taken):
+        freed.setdefault(_kind(topo, h), []).append(h)
+    for h in sorted(taken - set(perm)):
+        spare = freed.get(_kind(topo, h))
+        if not spare:
+            return None
+        perm[h] = spare.pop(0)
+    if any(h in locked for h in perm):
+        return None
+    return {a: b for a, b in perm.items() if a != b} or None
+
+
+def _kind(topo: Topology, h: str) -> tuple:
+    """What makes two machines interchangeable: capacity, GPU type, local bus, parent and uplink."""
+    m = topo.machines[topo.machine_index[h]]
+    parent = topo.parent(h)
+    uplink = tuple(topo.links[i].gbps for i in topo.path_links(h, parent)) if parent is not None else ()
+    return (tuple(sorted(m.capacity.items())), m.gpu_type, m.local_gbps, parent, uplink)
+
+
+def _renamed(intent: Any, perm: Mapping[str, str]) -> Any:
+    """``intent`` with its machines (and a machine domain) renamed by ``perm``."""
+    raw = getattr(intent, "tasks", None)
+    if not isinstance(raw, Mapping) or not any(h in perm for h in raw) and getattr(intent, "domain", None) not in perm:
+        return intent
+    tasks = {perm.get(h, h) if isinstance(h, str) else h: v for h, v in raw.items()}
+    domain = getattr(intent, "domain", None)
+    return JobIntent(perm.get(domain, domain) if isinstance(domain, str) else domain, tasks)
