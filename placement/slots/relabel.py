@@ -6,11 +6,13 @@ parent switch and uplink — blind to which of them the job holds now. Followed 
 such a plan moves a running job to machines that are no faster, charging it a restart
 (MODEL.md 4); and when another job's plan names the machines it holds, rule b of the slot
 rules can no longer keep them. Exchanging interchangeable machines everywhere in a slot's
-plan changes no job's rate, no capacity or link load: it is the same plan. So, before the
-slot rules read a slot's plan, :func:`relabel` permutes machines (each to an interchangeable
-one) so that each running job whose plan has exactly its previous per-machine (workers, PSs)
-counts, up to such renaming, gets its previous machines back; jobs are taken in the slot
-rules' order, and a job's machines, once given back, are not moved for a later one.
+plan changes no job's rate and no capacity or link load. So, before the slot rules read a
+slot's plan, :func:`relabel` permutes machines (each to an interchangeable one) so that each
+running job whose plan has exactly its previous per-machine (workers, PSs) counts, up to
+such renaming, gets its previous machines back. Jobs are taken in the slot rules' priority
+order; the machines a running job held are not moved for a job after it, nor machines
+several jobs held (rule b may keep a job there even when its plan differs), nor machines
+the plan overpacks.
 """
 from __future__ import annotations
 
@@ -30,27 +32,41 @@ def relabel(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, i
     """``intents`` (job id -> :class:`JobIntent`) with interchangeable machines exchanged so
     that the jobs of ``order`` (ids, first served first) that ran last slot on ``previous``
     and are planned on the same per-machine counts get those machines back (module
-    docstring). Intents that are not well formed are carried along, renamed where they name
-    a moved machine, and never realigned."""
+    docstring). Intents whose tasks are not well formed are carried along unchanged and
+    never realigned."""
     topo = instance.topology
     index = topo.machine_index
-    locked = _overpacked(instance, intents)  # a plan that does not fit a machine: the slot rules sort it out
+    # never moved: machines the plan overpacks (the slot rules sort them out) and machines
+    # several jobs held (rule b may keep one of them there whatever its plan says)
+    locked = _overpacked(instance, intents) | _shared(previous)
     moved: dict[str, str] = {}  # each machine the plan names -> the machine it is given now
+    named: dict[str, str] = {}  # the inverse: each machine given now -> the one the plan names
     for job_id in order:
-        prev, tasks = previous.get(job_id), _counts(intents.get(job_id), index)
-        if not prev or tasks is None:
-            continue
-        prev = {h: (int(w), int(s)) for h, (w, s) in prev.items() if (w or s) and h in index}
-        tasks = {moved.get(h, h): v for h, v in tasks.items()}
-        if tasks != prev:
-            swap = _alignment(topo, tasks, prev, locked)
-            if swap is None:
-                continue
-            now = {a: swap.get(b, b) for a, b in moved.items()}
-            now.update((a, b) for a, b in swap.items() if a not in moved)
-            moved = {a: b for a, b in now.items() if a != b}
+        prev = {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
+        tasks = _counts(intents.get(job_id), index)
+        if prev and tasks is not None:
+            tasks = {moved.get(h, h): v for h, v in tasks.items()}
+            swap = _alignment(topo, tasks, prev, locked) if tasks != prev else None
+            if swap:  # compose: only the machines it exchanges change
+                updates = [(named.get(x, x), y) for x, y in swap.items()]
+                for original, now in updates:
+                    moved[original], named[now] = now, original
+                for original, now in updates:
+                    if original == now:
+                        del moved[original], named[now]
         locked.update(prev)
     return {j: _renamed(v, moved) for j, v in intents.items()} if moved else dict(intents)
+
+
+def _shared(previous: Mapping[str, Mapping[str, tuple[int, int]]]) -> set[str]:
+    """The machines that held tasks of two jobs or more last slot."""
+    seen: set[str] = set()
+    out: set[str] = set()
+    for tasks in previous.values():
+        for h, (w, s) in tasks.items():
+            if w or s:
+                (out if h in seen else seen).add(h)
+    return out
 
 
 def _overpacked(instance: Instance, intents: Mapping[str, Any]) -> set[str]:
@@ -134,9 +150,8 @@ def _kind(topo: Topology, h: str) -> tuple:
 
 def _renamed(intent: Any, perm: Mapping[str, str]) -> Any:
     """``intent`` with its machines (and a machine domain) renamed by ``perm``."""
-    raw = getattr(intent, "tasks", None)
-    if not isinstance(raw, Mapping) or not any(h in perm for h in raw) and getattr(intent, "domain", None) not in perm:
-        return intent
+    raw, domain = getattr(intent, "tasks", None), getattr(intent, "domain", None)
+    if not isinstance(raw, Mapping) or not any(isinstance(h, str) and h in perm for h in raw):
+        return intent  # a well-formed intent naming a moved machine as its domain names it in its tasks too
     tasks = {perm.get(h, h) if isinstance(h, str) else h: v for h, v in raw.items()}
-    domain = getattr(intent, "domain", None)
     return JobIntent(perm.get(domain, domain) if isinstance(domain, str) else domain, tasks)

@@ -75,3 +75,24 @@ def test_the_slot_rules_keep_a_renamed_running_job_in_place_without_a_restart():
     tracker.advance(0, {"old": {"m0": (8, 1)}})
     plan = {"new": JobIntent("m0", {"m0": (8, 1)}), "old": JobIntent("m1", {"m1": (8, 1)})}
     assert decide_slot(inst, tracker, 1, plan, fill=False) == {"new": {"m1": (8, 1)}, "old": {"m0": (8, 1)}}
+
+
+def test_machines_other_running_jobs_may_be_kept_on_are_not_given_away():
+    """Found by review: j0 and j1 shared m1; the plan put every job on m0. Renaming m0 and m1
+    for j1 put j2's plan where rule b keeps j0, cutting j2 to one worker with m0 idle."""
+    ms = (B.machine("m0", gpu=4, cpu=16), B.machine("m1", gpu=4, cpu=16))
+    inst = B.instance(B.star(*ms), *[B.job(j, max_workers=2, restart_seconds=5) for j in ("j0", "j1", "j2")], T=3)
+    tracker = ProgressTracker(inst)
+    tracker.advance(0, {"j0": {"m1": (2, 1)}, "j1": {"m1": (1, 1)}})
+    plan = {"j0": JobIntent("m0", {"m0": (1, 1)}), "j1": JobIntent("m0", {"m0": (1, 1)}),
+            "j2": JobIntent("m0", {"m0": (2, 1)})}
+    assert relabel(inst, tracker.last, plan, ["j0", "j1", "j2"]) == plan
+    assert decide_slot(inst, tracker, 1, plan, fill=False)["j2"] == {"m0": (2, 2)}
+
+
+def test_a_malformed_domain_is_carried_along_when_machines_are_renamed():
+    inst = B.instance(star4(), B.job("old", max_workers=8, ps_gbps=8), B.job("g"))
+    tracker = ProgressTracker(inst)
+    tracker.advance(0, {"old": {"m0": (8, 1)}})
+    plan = {"old": JobIntent("m1", {"m1": (8, 1)}), "g": JobIntent(["x"], {})}
+    assert decide_slot(inst, tracker, 1, plan, fill=False) == {"old": {"m0": (8, 1)}}
