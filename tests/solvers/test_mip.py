@@ -250,3 +250,12 @@ def _data(problem) -> dict:
         return m.toarray().tolist() if hasattr(m, "toarray") else np.asarray(m).tolist()
     return {"sense": problem.sense, "c": problem.c.tolist(), "A": dense(problem.A), "b": problem.b.tolist(),
             "C": dense(problem.C), "d": problem.d.tolist(), "upper": problem.upper.tolist()}
+
+
+@pytest.mark.xfail(strict=True, reason="PuLP's bundled CBC answers 0.5 as OPTIMAL here (docs/solvers.md, Known limits)")
+def test_bundled_cbc_misses_this_optimum():
+    problem = Problem(c=[0.0, 0.25, 0.0, 0.5], A=[[0.5, 0.0, 1.0, 0.0]], b=[0.5], C=[[1.0, 1.0, 0.5, 1.0]], d=[1.5],
+                      upper=[1, 1, 1, 1])
+    assert solve_mip(problem, backend="highs").objective == pytest.approx(0.25)
+    r = solve_or_skip(problem, "cbc")
+    assert r.status is Status.OPTIMAL and r.objective == pytest.approx(0.25)
