@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from numbers import Integral
 from typing import Any
 
-from placement.model.instance import Instance
+from placement.model.instance import Instance, cluster_cache
 from placement.model.intent import JobIntent
 from placement.model.topology import Topology
 
@@ -140,12 +140,22 @@ def _alignment(topo: Topology, planned: dict[str, tuple[int, int]], prev: dict[s
     return {a: b for a, b in perm.items() if a != b} or None
 
 
-def _kind(topo: Topology, h: str) -> tuple:
-    """What makes two machines interchangeable: capacity, GPU type, local bus, parent and uplink."""
-    m = topo.machines[topo.machine_index[h]]
-    parent = topo.parent(h)
-    uplink = tuple(topo.links[i].gbps for i in topo.path_links(h, parent)) if parent is not None else ()
-    return (tuple(sorted(m.capacity.items())), m.gpu_type, m.local_gbps, parent, uplink)
+def _kind(topo: Topology, h: str) -> int:
+    """Machine ``h``'s class: machines of one class have the same capacity, GPU type, local
+    bus, parent and uplink, so exchanging them changes no rate or load (computed once per
+    cluster)."""
+    cache = cluster_cache(topo)
+    kinds = cache.get("relabel classes")
+    if kinds is None:
+        keys: dict[tuple, int] = {}
+        kinds = {}
+        for m in topo.machines:
+            parent = topo.parent(m.id)
+            uplink = tuple(topo.links[i].gbps for i in topo.path_links(m.id, parent)) if parent is not None else ()
+            kinds[m.id] = keys.setdefault((tuple(sorted(m.capacity.items())), m.gpu_type, m.local_gbps, parent,
+                                           uplink), len(keys))
+        cache["relabel classes"] = kinds
+    return kinds[h]
 
 
 def _renamed(intent: Any, perm: Mapping[str, str]) -> Any:
