@@ -15,7 +15,9 @@ policy sees carries instead ``done + r``, where ``r`` is the remaining work the 
 rule ranks it by (:meth:`~placement.online.sizes.LearnedSizes.gittins_remaining`, which is
 the true remaining work when the size is known), so every policy plans and orders by it
 unchanged. Completion is only ever what the cluster reports (``finish``); a job that runs
-past its estimate keeps running, since ``r`` is always > 0.
+past its estimate keeps running, since ``r`` is always > 0. A job that did not run last
+slot is ranked with its restart first (the index's *setup*, :mod:`placement.online.sizes`):
+its ``restart_seconds`` at its fastest rate, which it loses when it starts.
 
 Sizes are learned and compared in *GPU-seconds at the job's best rate per GPU* (its work
 divided by the fastest rate one of its workers reaches, :func:`size_rate`), not in
@@ -44,22 +46,25 @@ INFORMATION = ("oracle", "estimate", "none")
 
 
 def shown_job(job: Job, done: float, level: str, sizes: LearnedSizes, slot_seconds: float, local_gbps: float,
-              *, estimate: float | None = None, label: str | None = None) -> Job:
+              *, estimate: float | None = None, label: str | None = None, paused: bool = False) -> Job:
     """``job`` as a policy sees it at information ``level``: unchanged at ``oracle``, else
     with ``work_batches`` = ``done`` + the Gittins remaining work of what is known (in
     GPU-seconds at its best rate per GPU, :func:`size_rate`; the prior's unit is one slot),
-    shown as that many seconds at its fastest rate."""
+    shown as that many seconds at its fastest rate. ``paused``: the job did not run last
+    slot, so its restart comes first (module docstring)."""
     if level == "oracle":
         return job
     if level == "none":
         estimate = label = None
     rate = size_rate(job, local_gbps)
+    fastest = fastest_rate(job, local_gbps)
+    setup = job.restart_seconds * fastest / rate if paused else 0.0
     remaining = sizes.gittins_remaining(done / rate, slot_seconds, label=label,
-                                        estimate=None if estimate is None else estimate / rate)
+                                        estimate=None if estimate is None else estimate / rate, setup=setup)
     # shown as that many seconds at the job's fastest rate: every policy then orders by the
     # 2D rank (remaining / fastest rate = the GPU-seconds rank) and, the work being no
     # smaller than what its widest placement does in that time, sizes the job to use it
-    return dataclasses.replace(job, work_batches=done + remaining * fastest_rate(job, local_gbps))
+    return dataclasses.replace(job, work_batches=done + remaining * fastest)
 
 
 def fastest_rate(job: Job, local_gbps: float) -> float:

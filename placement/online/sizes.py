@@ -18,7 +18,12 @@ From the samples alone this module answers, for a job that has done ``a`` batche
   known size r it is exactly the remaining work (G = 1 / r), so 1 / G(a) is the remaining
   work a size-based rule should plan with;
 - with a user's estimate, both over the estimate times the ratios (size / estimate)
-  observed on finished jobs (:meth:`LearnedSizes.possible_sizes`): the estimate, corrected.
+  observed on finished jobs (:meth:`LearnedSizes.possible_sizes`): the estimate, corrected;
+- with a *setup*: a job that is not running must first pay its restart (MODEL.md 4: the
+  first start and every resume lose ``restart_seconds``), which adds to the work it spends
+  whatever its size: G(a) = max over D of P(X - a <= D | X > a) / (setup + E[min(X - a, D) | X > a]).
+  So a waiting job displaces a running one only when it is better by more than the restart
+  it costs, and two jobs of about equal rank stop taking turns (each turn a restart).
 
 The prior, stated: where no finished job is larger than ``a`` (a cold start, or a job that
 outlived every sample), the tail is taken as Pareto with shape 2 above the job's doubling
@@ -100,13 +105,14 @@ class LearnedSizes:
         return attained + _level(attained, floor)
 
     def gittins_remaining(self, attained: float, floor: float, *, label: str | None = None,
-                          estimate: float | None = None) -> float:
+                          estimate: float | None = None, setup: float = 0.0) -> float:
         """1 / G(attained) over :meth:`possible_sizes`: the remaining work the Gittins rule
-        ranks the job by (module docstring); the prior's where no possible size is larger."""
+        ranks the job by (module docstring); the prior's where no possible size is larger.
+        ``setup``: the work a restart costs the job first, in the same unit (0: it is running)."""
         tail = self.possible_sizes(attained, label=label, estimate=estimate)
         if len(tail):
-            return 1.0 / gittins_index(tail - attained)
-        return _level(attained, floor) / 2
+            return 1.0 / gittins_index(tail - attained, setup)
+        return _level(attained, floor) / 2 + setup
 
     # ----- the checkpoint ----------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -124,18 +130,20 @@ class LearnedSizes:
         return out
 
 
-def gittins_index(residuals: np.ndarray | list[float]) -> float:
+def gittins_index(residuals: np.ndarray | list[float], setup: float = 0.0) -> float:
     """The Gittins index of a job whose remaining work is equally likely to be each of
-    ``residuals`` (all > 0): max over the candidates D = r_k of
-    P(R <= D) / E[min(R, D)]; the maximum over D > 0 is reached at a support point, since
-    between two of them the ratio only falls."""
+    ``residuals`` (all > 0) and which must first spend ``setup`` (>= 0) whatever it is:
+    max over the candidates D = r_k of P(R <= D) / (setup + E[min(R, D)]); the maximum over
+    D > 0 is reached at a support point, since between two of them the ratio only falls."""
     r = np.sort(np.asarray(residuals, dtype=float))
     if not len(r) or r[0] <= 0:
         raise ValueError("residual sizes must be > 0")
+    if not (math.isfinite(setup) and setup >= 0):
+        raise ValueError(f"setup must be a finite number >= 0, got {setup!r}")
     n = len(r)
     k = np.arange(1, n + 1)
     served = np.cumsum(r) + (n - k) * r     # n * E[min(R, r_k)]
-    return float(np.max(k / served))
+    return float(np.max(k / (served + n * setup)))
 
 
 def _above(values: np.ndarray, attained: float) -> np.ndarray:

@@ -13,6 +13,12 @@ such renaming, gets its previous machines back. Jobs are taken in the slot rules
 order; the machines a running job held are not moved for a job after it, nor machines
 several jobs held (rule b may keep a job there even when its plan differs), nor machines
 the plan overpacks.
+
+What the slot rules then decide can still move a running job to machines only renamed:
+another job's plan or the fill took the machines it held, on machines several jobs share.
+So, last, :func:`keep_machines` permutes interchangeable machines in the slot's *decision*
+(every job on a machine moves with it: the slot stays valid as it is) to give the most
+running jobs their previous machines back.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from placement.model.instance import Instance, cluster_cache
 from placement.model.intent import JobIntent
 from placement.model.topology import Topology
 
-__all__ = ["relabel"]
+__all__ = ["keep_machines", "relabel"]
 
 
 def relabel(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, int]]],
@@ -165,3 +171,69 @@ def _renamed(intent: Any, perm: Mapping[str, str]) -> Any:
         return intent  # a well-formed intent naming a moved machine as its domain names it in its tasks too
     tasks = {perm.get(h, h) if isinstance(h, str) else h: v for h, v in raw.items()}
     return JobIntent(perm.get(domain, domain) if isinstance(domain, str) else domain, tasks)
+
+
+def keep_machines(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, int]]],
+                  placed: Mapping[str, Mapping[str, tuple[int, int]]]) -> dict[str, dict[str, tuple[int, int]]]:
+    """The slot's decision ``placed`` (job id -> machine -> (workers, PSs)) with machines
+    exchanged for interchangeable ones (:func:`_kind`) so that running jobs decided on their
+    previous per-machine counts, up to such renaming, keep their machines: a permutation of
+    interchangeable machines moves every job on a machine with it, so it changes no rate, no
+    capacity and no link load. Jobs decided where they ran are kept first (so none of them
+    moves), then the others, most workers first; a job whose machines would clash with those
+    already fixed moves as decided."""
+    topo = instance.topology
+    index = topo.machine_index
+    image: dict[str, str] = {}   # machine as decided -> machine it becomes
+    source: dict[str, str] = {}  # the inverse
+    running = []
+    for job_id, tasks in placed.items():
+        new = _counts(_Tasks(tasks), index)
+        prev = {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
+        if new and prev:
+            running.append((new != prev, -sum(w for w, _ in new.values()), new, prev))
+    for _, _, new, prev in sorted(running, key=lambda r: r[:2]):
+        pairs = _pairing(topo, new, prev)
+        if pairs is not None and all(image.get(a, b) == b and source.get(b, a) == a for a, b in pairs.items()):
+            image.update(pairs)
+            source.update({b: a for a, b in pairs.items()})
+    if all(a == b for a, b in image.items()):
+        return {j: dict(v) for j, v in placed.items()}
+    # complete it to a permutation: each other machine stays where it is when it can, else
+    # goes to a machine of its class left free
+    free: dict[int, list[str]] = {}
+    for m in topo.machines:
+        if m.id not in source and m.id not in image:
+            image[m.id] = source[m.id] = m.id
+    for m in topo.machines:
+        if m.id not in source:
+            free.setdefault(_kind(topo, m.id), []).append(m.id)
+    for m in topo.machines:
+        if m.id not in image:
+            image[m.id] = free[_kind(topo, m.id)].pop(0)
+    return {j: {image.get(h, h): v for h, v in tasks.items()} for j, tasks in placed.items()}
+
+
+class _Tasks:
+    """Tasks dressed as an intent, for :func:`_counts`."""
+
+    def __init__(self, tasks: Mapping[str, tuple[int, int]]):
+        self.tasks = tasks
+
+
+def _pairing(topo: Topology, new: dict[str, tuple[int, int]], prev: dict[str, tuple[int, int]]) -> dict[str, str] | None:
+    """Each machine of ``new`` to a machine of ``prev`` of the same class and counts (itself
+    first), all of both used; None if the counts differ class by class."""
+    groups: dict[tuple, tuple[list[str], list[str]]] = {}
+    for h, v in new.items():
+        groups.setdefault((_kind(topo, h), v), ([], []))[0].append(h)
+    for h, v in prev.items():
+        groups.setdefault((_kind(topo, h), v), ([], []))[1].append(h)
+    out: dict[str, str] = {}
+    for src, dst in groups.values():
+        if len(src) != len(dst):
+            return None
+        same = set(src) & set(dst)
+        out.update({h: h for h in same})
+        out.update(zip(sorted(set(src) - same), sorted(set(dst) - same)))
+    return out

@@ -28,9 +28,8 @@ a. **Planned jobs first**, in weighted shortest-remaining-processing-time order:
    would otherwise take, as its fallback, the room later plans were made for. A job whose
    previous task set still fits is decided in the first pass (rule b may keep that set
    before later plans take it). With ``follow_sizes``, a plan over several machines may
-   move to one machine (below) in the second pass. Before all this, interchangeable
-   machines the plan only renames are exchanged in it (:mod:`placement.slots.relabel`), so
-   a running job planned on its previous counts keeps its machines, no restart.
+   move to one machine (below) in the second pass. Before all this, machines the plan
+   only renames are exchanged in it (:mod:`placement.slots.relabel`): no restart for a name.
 b. **Stability.** A reconfiguration costs restart_seconds of the slot (MODEL.md 4). If
    the job ran last slot, its previous task set still fits and the new set would not
    finish the job's remaining work in fewer slots (estimate: the new rate kept to the end,
@@ -49,6 +48,7 @@ d. **Fill** (``fill=True``): with what is left, over all active jobs in the same
    same order, so a starting job is packed around them (no gratuitous migration); it
    evicts later jobs' reservations only if it cannot start otherwise (they then look for
    room in their own turn). Capacity freed by completions and trims is re-used this way.
+e. **Keep machines.** Last, the same in the decision (:func:`~placement.slots.relabel.keep_machines`).
 
 With ``follow_sizes`` (the LP policy on the configuration model, whose intent's worker
 counts are the LP's decision): rule b keeps the previous task set only when the intent
@@ -83,7 +83,7 @@ from typing import Any
 
 from placement import deadline
 from placement.model.instance import COMPLETE, Instance, Job
-from placement.slots.relabel import relabel
+from placement.slots.relabel import keep_machines, relabel
 from placement.slots.residual import Residual
 from placement.model.intent import JobIntent, Intent
 from placement.model.progress import ProgressTracker, TaskDict, canonical, job_rate, slot_batches
@@ -212,7 +212,7 @@ class _SlotBuilder:
                 self._commit(job, self._local_if_as_soon(job, tasks, domain))
         if fill:
             self._fill(active)
-        return self.placed
+        return keep_machines(self.inst, self.tracker.last, self.placed)
 
     # ----- estimates -----------------------------------------------------------------------
     def _priority(self, job: Job) -> tuple[float, int, str]:

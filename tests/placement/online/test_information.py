@@ -52,6 +52,25 @@ def test_below_oracle_the_view_does_not_carry_the_submitted_length():
     assert s.policy.views[0].jobs["j"].job.work_batches == 1e3 and s.policy.views[0].lengths_known
 
 
+def test_a_job_that_did_not_run_last_slot_is_shown_its_restart_first():
+    # one finished job learned; "a" ran in slot 0, "b" arrives in slot 1, neither has done
+    # anything yet: "b" is ranked with its restart first, restart_seconds at its fastest rate
+    # in GPU-seconds (fastest / rate per worker), shown, as every rank is, at its fastest rate
+    s = scheduler("none")
+    s.submit(B.job("done", work_batches=1e3, restart_seconds=4.0))
+    s.report("done", 1e3)
+    s.finish("done")
+    s.submit(B.job("a", work_batches=1e3, restart_seconds=4.0))
+    s.step(0)
+    s.submit(B.job("b", arrival=1, work_batches=1e3, restart_seconds=4.0))
+    s.step(1)
+    a, b = s.policy.views[1].jobs["a"].job, s.policy.views[1].jobs["b"].job
+    assert s.policy.views[1].jobs["a"].previous and not s.policy.views[1].jobs["b"].previous
+    fastest = a.rate(a.max_workers, 1, max(m.local_gbps for m in B.star().machines))
+    per_worker = fastest / a.max_workers
+    assert b.work_batches - a.work_batches == pytest.approx(4.0 * fastest / per_worker * fastest)
+
+
 def test_a_job_past_its_estimate_keeps_running_until_the_cluster_finishes_it():
     s = scheduler("estimate")
     s.submit(B.job("j", work_batches=50.0), estimate=50.0)

@@ -22,6 +22,30 @@ def test_gittins_index_by_hand():
     assert gittins_index([7.0]) == pytest.approx(1 / 7)
 
 
+def test_a_setup_is_paid_whatever_the_size():
+    # the same 1, 2 or 10, after a setup of 1: D=1: 1/3 / (1 + 1) = 1/6; D=2: 2/3 / (1 + 5/3)
+    # = 1/4; D=10: 1 / (1 + 13/3) = 3/16. Max 1/4 (remaining 4, against 2.5 without it).
+    assert gittins_index([1, 2, 10], setup=1.0) == pytest.approx(0.25)
+    # a known size r after a setup c: 1 / (r + c)
+    assert gittins_index([7.0], setup=3.0) == pytest.approx(1 / 10)
+    sizes = learned(1, 2, 10)
+    assert sizes.gittins_remaining(0.0, floor=1.0, setup=1.0) == pytest.approx(4.0)
+    # where only the prior speaks, the setup adds to its remaining work
+    assert LearnedSizes().gittins_remaining(300.0, floor=60.0, setup=5.0) == pytest.approx(125.0)
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            gittins_index([1.0], setup=bad)
+
+
+def test_a_setup_ranks_a_waiting_job_behind_an_equal_running_one():
+    # two jobs of equal attained service from one distribution: the one that must restart
+    # first has the lower index, so it does not displace the other
+    sizes = learned(1, 2, 10, 40)
+    running = sizes.gittins_remaining(1.5, floor=1.0)
+    waiting = sizes.gittins_remaining(1.5, floor=1.0, setup=0.2)
+    assert waiting > running
+
+
 def test_gittins_remaining_conditions_on_what_was_attained():
     sizes = learned(1, 2, 10)
     assert sizes.gittins_remaining(0.0, floor=1.0) == pytest.approx(2.5)      # 1 / 0.4
