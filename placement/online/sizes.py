@@ -25,12 +25,20 @@ From the samples alone this module answers, for a job that has done ``a`` batche
   So a waiting job displaces a running one only when it is better by more than the restart
   it costs, and two jobs of about equal rank stop taking turns (each turn a restart).
 
-The prior, stated: where no finished job is larger than ``a`` (a cold start, or a job that
-outlived every sample), the tail is taken as Pareto with shape 2 above the job's doubling
-level: with ``a`` rounded down to ``floor * 2**k`` (``floor``: one slot), the job is expected to need that much again (mean residual life of a
-Pareto(2) tail) and its Gittins remaining is half that (its hazard rate 2 / a). Rounding to
-doubling levels, as Tiresias' queues do, keeps two jobs of about equal service from
-swapping every slot.
+Where no possible size is larger than ``a``, two stated priors:
+
+- *beyond the sizes seen* (some job finished, none larger than ``a``): the tail is taken as
+  memoryless, with mean the largest possible size (the job needs that much more, whatever
+  its age; its Gittins remaining is that mean). Its rank then no longer changes as it runs,
+  so jobs past every size seen keep their order (first come, first served, as in the last
+  queue of Tiresias) instead of taking turns, each turn a restart and each finishing late:
+  ranked by a heavy tail, equal long jobs share the cluster like processor sharing;
+- *a cold start* (no job finished yet): Pareto with shape 2 above the job's doubling level:
+  with ``a`` rounded down to ``floor * 2**k`` (``floor``: one slot), the job is expected to
+  need that much again (mean residual life of a Pareto(2) tail) and its Gittins remaining is
+  half that (its hazard rate 2 / a), i.e. least attained service first while nothing is
+  known. Rounding to doubling levels, as Tiresias' queues do, keeps two jobs of about equal
+  service from swapping every slot.
 """
 from __future__ import annotations
 
@@ -97,22 +105,30 @@ class LearnedSizes:
 
     def expected_total(self, attained: float, floor: float, *, label: str | None = None,
                        estimate: float | None = None) -> float:
-        """E[X | X > attained] over :meth:`possible_sizes`, or the prior (module docstring)
+        """E[X | X > attained] over :meth:`possible_sizes`, or a prior (module docstring)
         where none is larger; with ``estimate``, the corrected estimate."""
         tail = self.possible_sizes(attained, label=label, estimate=estimate)
         if len(tail):
             return float(tail.mean())
-        return attained + _level(attained, floor)
+        largest = self._largest(label, estimate)
+        return attained + (largest if largest is not None else _level(attained, floor))
 
     def gittins_remaining(self, attained: float, floor: float, *, label: str | None = None,
                           estimate: float | None = None, setup: float = 0.0) -> float:
         """1 / G(attained) over :meth:`possible_sizes`: the remaining work the Gittins rule
-        ranks the job by (module docstring); the prior's where no possible size is larger.
+        ranks the job by (module docstring); a prior's where no possible size is larger.
         ``setup``: the work a restart costs the job first, in the same unit (0: it is running)."""
         tail = self.possible_sizes(attained, label=label, estimate=estimate)
         if len(tail):
             return 1.0 / gittins_index(tail - attained, setup)
-        return _level(attained, floor) / 2 + setup
+        largest = self._largest(label, estimate)
+        return (largest if largest is not None else _level(attained, floor) / 2) + setup
+
+    def _largest(self, label: str | None, estimate: float | None) -> float | None:
+        """The largest possible size, the mean of the memoryless tail beyond the sizes seen
+        (module docstring); None at a cold start."""
+        seen = self.possible_sizes(0.0, label=label, estimate=estimate)
+        return float(seen[-1]) if len(seen) else None
 
     # ----- the checkpoint ----------------------------------------------------------------
     def state(self) -> dict[str, Any]:

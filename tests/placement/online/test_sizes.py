@@ -63,15 +63,28 @@ def test_expected_total_is_the_mean_of_larger_sizes():
     assert sizes.expected_total(5.0, floor=1.0) == pytest.approx(10.0)
 
 
-def test_the_prior_beyond_every_sample_and_at_a_cold_start():
-    # no sample above: the doubling level of what was attained, again (Pareto(2) mean residual),
-    # and half of it as the Gittins remaining (hazard 2/a)
+def test_the_prior_at_a_cold_start():
+    # nothing finished: the doubling level of what was attained, again (Pareto(2) mean
+    # residual), and half of it as the Gittins remaining (hazard 2/a)
     cold = LearnedSizes()
     assert cold.expected_total(0.0, floor=60.0) == pytest.approx(60.0)
     assert cold.gittins_remaining(0.0, floor=60.0) == pytest.approx(30.0)
     assert cold.expected_total(300.0, floor=60.0) == pytest.approx(300.0 + 240.0)   # level 60 * 4
     assert cold.gittins_remaining(300.0, floor=60.0) == pytest.approx(120.0)
-    assert learned(1, 2).expected_total(5.0, floor=1.0) == pytest.approx(5.0 + 4.0)
+
+
+def test_beyond_every_size_seen_the_tail_is_memoryless():
+    # past the largest finished size (2), a job needs that much more whatever its age: its
+    # rank stops changing as it runs, so two such jobs keep their order
+    sizes = learned(1, 2)
+    assert sizes.expected_total(5.0, floor=1.0) == pytest.approx(5.0 + 2.0)
+    assert sizes.gittins_remaining(5.0, floor=1.0) == pytest.approx(2.0)
+    assert sizes.gittins_remaining(500.0, floor=1.0) == sizes.gittins_remaining(5.0, floor=1.0)
+    assert sizes.gittins_remaining(5.0, floor=1.0, setup=0.5) == pytest.approx(2.5)
+    # per class too: the class's own largest size once it speaks for itself
+    for _ in range(MIN_CLASS_SAMPLES):
+        sizes.add(10.0, label="big")
+    assert sizes.gittins_remaining(50.0, floor=1.0, label="big") == pytest.approx(10.0)
 
 
 def test_a_class_is_used_alone_once_it_has_enough_samples():
@@ -95,8 +108,8 @@ def test_an_estimate_is_corrected_by_the_observed_ratios():
     # an estimate of 50: sizes 100 or 200
     assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx(150.0)
     assert sizes.expected_total(150.0, floor=1.0, estimate=50.0) == pytest.approx(200.0)
-    # past every corrected size: the prior (level 128 of 250, again)
-    assert sizes.expected_total(250.0, floor=1.0, estimate=50.0) == pytest.approx(250.0 + 128.0)
+    # past every corrected size: the memoryless tail, the largest corrected size (200) more
+    assert sizes.expected_total(250.0, floor=1.0, estimate=50.0) == pytest.approx(250.0 + 200.0)
 
 
 def test_the_state_round_trips():
