@@ -97,7 +97,11 @@ def _overpacked(instance: Instance, intents: Mapping[str, Any]) -> set[str]:
 
 def _counts(intent: Any, index: Mapping[str, int]) -> dict[str, tuple[int, int]] | None:
     """The non-empty per-machine (workers, PSs) of a well-formed intent, else None."""
-    raw = getattr(intent, "tasks", None)
+    return _task_counts(getattr(intent, "tasks", None), index)
+
+
+def _task_counts(raw: Any, index: Mapping[str, int]) -> dict[str, tuple[int, int]] | None:
+    """The non-empty per-machine (workers, PSs) of well-formed tasks, else None."""
     if not isinstance(raw, Mapping):
         return None
     out = {}
@@ -188,7 +192,7 @@ def keep_machines(instance: Instance, previous: Mapping[str, Mapping[str, tuple[
     source: dict[str, str] = {}  # the inverse
     running = []
     for job_id, tasks in placed.items():
-        new = _counts(_Tasks(tasks), index)
+        new = _task_counts(tasks, index)
         prev = {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
         if new and prev:
             running.append((new != prev, -sum(w for w, _ in new.values()), new, prev))
@@ -212,13 +216,6 @@ def keep_machines(instance: Instance, previous: Mapping[str, Mapping[str, tuple[
         if m.id not in image:
             image[m.id] = free[_kind(topo, m.id)].pop(0)
     return {j: {image.get(h, h): v for h, v in tasks.items()} for j, tasks in placed.items()}
-
-
-class _Tasks:
-    """Tasks dressed as an intent, for :func:`_counts`."""
-
-    def __init__(self, tasks: Mapping[str, tuple[int, int]]):
-        self.tasks = tasks
 
 
 def _pairing(topo: Topology, new: dict[str, tuple[int, int]], prev: dict[str, tuple[int, int]]) -> dict[str, str] | None:
