@@ -51,8 +51,13 @@ class JobRecord:
         """What a policy sees of the job (``shown``: the job as the information level shows
         it, default the job itself); ``forget``: without previous tasks the job can no longer
         run on ``topology`` (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
-        previous = {} if forget and self._previous_stale(topology) else dict(self.previous)
-        return JobState(self.job if shown is None else shown, self.done, self.attained, previous, self.last_ran)
+        return JobState(self.job if shown is None else shown, self.done, self.attained,
+                        self.seen_previous(forget, topology), self.last_ran)
+
+    def seen_previous(self, forget: bool = False, topology: Topology | None = None) -> TaskDict:
+        """The previous tasks a policy sees (:meth:`view_state`): none when ``forget`` and the
+        job can no longer run them; a job without them pays a restart to run."""
+        return {} if forget and self._previous_stale(topology) else dict(self.previous)
 
     def _previous_stale(self, topology: Topology | None) -> bool:
         """The job's worker range, PS need or GPU types no longer hold its previous tasks."""

@@ -339,7 +339,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
         bus = self._fastest_bus() if self.information != "oracle" else 0.0
         shown = [shown_job(on_cluster(e.job, self._topology), e.done, self.information, self.sizes,
                            self.slot_seconds, bus,
-                           estimate=e.estimate, label=e.label, paused=not e.previous) for e in active]
+                           estimate=e.estimate, label=e.label,
+                           paused=not e.seen_previous(e.job.id in self._revised, self._topology)) for e in active]
         instance = Instance(slot_seconds=self.slot_seconds, horizon=t + self.lookahead,
                             resources=self.resources, topology=self._topology,
                             jobs=tuple(shown), name=f"online-t{t}")

@@ -27,18 +27,21 @@ From the samples alone this module answers, for a job that has done ``a`` batche
 
 Where no possible size is larger than ``a``, two stated priors:
 
-- *beyond the sizes seen* (some job finished, none larger than ``a``): the tail is taken as
-  memoryless, with mean the largest possible size (the job needs that much more, whatever
-  its age; its Gittins remaining is that mean). Its rank then no longer changes as it runs,
+- *beyond the sizes seen* (some possible size, none larger than ``a``: a job finished, or
+  the job has a user's estimate, which is its one possible size until a ratio is known): the
+  tail is taken as memoryless, with mean the largest possible size (the job needs that much
+  more, whatever its age; its Gittins remaining is that mean). Its rank then no longer changes as it runs,
   so jobs past every size seen keep their order (first come, first served, as in the last
   queue of Tiresias) instead of taking turns, each turn a restart and each finishing late:
   ranked by a heavy tail, equal long jobs share the cluster like processor sharing;
-- *a cold start* (no job finished yet): Pareto with shape 2 above the job's doubling level:
+- *a cold start* (no possible size yet): Pareto with shape 2 above the job's doubling level:
   with ``a`` rounded down to ``floor * 2**k`` (``floor``: one slot), the job is expected to
   need that much again (mean residual life of a Pareto(2) tail) and its Gittins remaining is
   half that (its hazard rate 2 / a), i.e. least attained service first while nothing is
   known. Rounding to doubling levels, as Tiresias' queues do, keeps two jobs of about equal
-  service from swapping every slot.
+  service from swapping every slot. A setup is added to that remaining work as it is (not
+  the exact index of the Pareto tail with a setup, which is somewhat larger: a stated
+  simplification of a prior that only speaks before any job has finished).
 """
 from __future__ import annotations
 

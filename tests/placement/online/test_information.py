@@ -153,3 +153,23 @@ def test_the_command_line_names_the_information_of_each_run(capsys, tmp_path):
     assert json.loads((tmp_path / "o.json").read_text())["greedy"]["information"] == "none"
     assert main(["simulate", "--trace", f"{root}/{trace}", "--cluster", "racks:2x2", "--policy", "greedy",
                  "--information", "estimate", "--estimate-error", "-1"]) == 2
+
+
+def test_a_revise_that_makes_the_previous_tasks_unrunnable_shows_the_restart_at_once():
+    # the view taken between revise and step already treats the job as one that must restart
+    s = scheduler("none")
+    s.submit(B.job("done", work_batches=1e3, restart_seconds=4.0))
+    s.report("done", 1e3)
+    s.finish("done")
+    s.submit(B.job("a", work_batches=1e3, restart_seconds=4.0, max_workers=4))
+    placed = s.step(0)
+    assert sum(w for w, _ in placed["a"].values()) == 4
+    before = s.view(1).jobs["a"]
+    s.revise(B.job("a", work_batches=1e3, restart_seconds=4.0, max_workers=2))
+    after = s.view(1).jobs["a"]
+    assert before.previous and not after.previous
+    fastest = after.job.rate(after.job.max_workers, 1, max(m.local_gbps for m in B.star().machines))
+    per_worker = fastest / after.job.max_workers
+    restart = 4.0 * fastest / per_worker * fastest
+    assert after.job.work_batches - after.done == pytest.approx(
+        s.sizes.gittins_remaining(after.done / per_worker, 10.0) * fastest + restart)
