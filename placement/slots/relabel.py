@@ -48,7 +48,7 @@ def relabel(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, i
     moved: dict[str, str] = {}  # each machine the plan names -> the machine it is given now
     named: dict[str, str] = {}  # the inverse: each machine given now -> the one the plan names
     for job_id in order:
-        prev = {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
+        prev = _previous_counts(previous, job_id, index)
         tasks = _counts(intents.get(job_id), index)
         if prev and tasks is not None:
             tasks = {moved.get(h, h): v for h, v in tasks.items()}
@@ -62,6 +62,12 @@ def relabel(instance: Instance, previous: Mapping[str, Mapping[str, tuple[int, i
                         del moved[original], named[now]
         locked.update(prev)
     return {j: _renamed(v, moved) for j, v in intents.items()} if moved else dict(intents)
+
+
+def _previous_counts(previous: Mapping[str, Mapping[str, tuple[int, int]]], job_id: str,
+                     index: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+    """The non-empty per-machine (workers, PSs) job ``job_id`` had last slot, on machines still there."""
+    return {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
 
 
 def _shared(previous: Mapping[str, Mapping[str, tuple[int, int]]]) -> set[str]:
@@ -122,18 +128,10 @@ def _alignment(topo: Topology, planned: dict[str, tuple[int, int]], prev: dict[s
     machines taking ``planned`` to ``prev``; None if there is none of this form: each
     planned machine goes to a previous machine of the same class and counts (itself when it
     is one), the previous machines the plan does not name to the planned ones it leaves."""
-    groups: dict[tuple, tuple[list[str], list[str]]] = {}
-    for h, v in planned.items():
-        if prev.get(h) != v:
-            groups.setdefault((_kind(topo, h), v), ([], []))[0].append(h)
-    for h, v in prev.items():
-        if planned.get(h) != v:
-            groups.setdefault((_kind(topo, h), v), ([], []))[1].append(h)
-    perm: dict[str, str] = {}
-    for src, dst in groups.values():
-        if len(src) != len(dst):
-            return None
-        perm.update(zip(sorted(src), sorted(dst)))
+    pairs = _pairing(topo, planned, prev)
+    if pairs is None:
+        return None
+    perm = {a: b for a, b in pairs.items() if a != b}
     # complete it to a permutation: what sat on the previous machines the plan leaves goes to
     # the planned machines freed, class by class
     freed: dict[tuple, list[str]] = {}
@@ -193,7 +191,7 @@ def keep_machines(instance: Instance, previous: Mapping[str, Mapping[str, tuple[
     running = []
     for job_id, tasks in placed.items():
         new = _task_counts(tasks, index)
-        prev = {h: (int(w), int(s)) for h, (w, s) in (previous.get(job_id) or {}).items() if (w or s) and h in index}
+        prev = _previous_counts(previous, job_id, index)
         if new and prev:
             running.append((new != prev, -sum(w for w, _ in new.values()), new, prev))
     for _, _, new, prev in sorted(running, key=lambda r: r[:2]):

@@ -117,7 +117,7 @@ def decide_slot(instance: Instance, tracker: ProgressTracker, t: int,
                 intended: Mapping[str, JobIntent] | None = None, *, fill: bool = True,
                 residual: Residual | None = None, follow_sizes: bool = False, trim: bool = True
                 ) -> dict[str, TaskDict]:
-    """The tasks of every job in slot ``t`` by rules a-d (module docstring), given the
+    """The tasks of every job in slot ``t`` by rules a-e (module docstring), given the
     progress so far; what online policies call each slot. ``residual`` must be empty.
     ``trim=False``: no rule c, for sizes not known (never cut to a size only expected)."""
     residual = Residual(instance) if residual is None else residual
