@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from placement import deadline
-from placement.formulation.config_options import count_choices, options
+from placement.formulation.config_options import Options, count_choices, options
 from placement.formulation.domains import Domains, subtrees
 from placement.formulation.progress_block import ProgressBlock, geometric_buckets
 from placement.formulation.rows import Rows, packing_rows
@@ -76,6 +76,31 @@ def config_rate(instance: Instance, job: Job, workers: int, local: bool, h: int)
         return max(rates[workers - job.min_workers] for _, rates in table.spread)
     gbps = instance.topology.machines[h].local_gbps if local else job.worker_gbps
     return workers / job.batch_time(gbps)
+
+
+def restart_discount(instance: Instance, opts: Options,
+                     running: dict[str, tuple[int, str | None, float]]) -> np.ndarray:
+    """Per option, the share of its rate a running job keeps once it pays the restart a
+    resize costs: 1 for its current worker count and GPU type (``running``: workers, GPU
+    type, and H, the seconds it is expected to hold a configuration) and for a job not
+    running (whose start the scheduler's ranks already charge), else H / (H + r), r its
+    ``restart_seconds``: the new rate is kept about H seconds, of which r are lost. This is
+    Sia's reallocation factor (SOSP'23: H = the job's age over its restarts so far), which
+    damps a job's resizes as they become frequent. The configuration model itself has no
+    variable for "changed since the last slot" (it would be fractional in the LP). A move
+    at the same count and type is left to the slot rules, which keep a job's machines
+    unless a move finishes it sooner (their rule b)."""
+    types = instance.topology.gpu_types
+    keep = np.ones(len(opts.job))
+    for j_id, (workers, gpu_type, hold) in running.items():
+        j = instance.job_index.get(j_id)
+        if j is None:
+            continue
+        resized = opts.workers != workers
+        if gpu_type in types:
+            resized |= opts.gtype != types.index(gpu_type)
+        keep[(opts.job == j) & resized] = hold / (hold + instance.jobs[j].restart_seconds)
+    return keep
 
 
 class ConfigurationDecoder:
@@ -124,14 +149,19 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                             later_domains: dict[str, set[str]] | None = None,
                             overflow_extra: dict[str, float] | None = None,
                             counts: str = "all", buckets: str = "slots",
-                            decode_until: int | None = None) -> tuple[Problem, ConfigurationDecoder]:
+                            decode_until: int | None = None,
+                            running: dict[str, tuple[int, str | None, float]] | None = None
+                            ) -> tuple[Problem, ConfigurationDecoder]:
     """The configuration model over slots ``start..end-1``; arguments as
     :func:`placement.formulation.aggregated.formulate_aggregated`, plus ``counts``: every
     worker count ("all", the lower bound) or a few ("powers", module docstring), and
     ``buckets``: a configuration per slot ("slots") or per geometric time bucket
     ("geometric": slots start, start+1, then 2, 4, ... slots at a time; a planning model,
     :mod:`placement.formulation.progress_block`); ``decode_until``: the decoder fills only
-    the slots before it (:class:`ConfigurationDecoder`)."""
+    the slots before it (:class:`ConfigurationDecoder`); ``running``: per job id that runs
+    now, its worker count, its workers' GPU type and how long it keeps a configuration: its
+    other counts and types pay the restart a resize costs (:func:`restart_discount`; a
+    planning model)."""
     if counts not in COUNTS:
         raise ValueError(f"counts must be one of {', '.join(COUNTS)}, got {counts!r}")
     if buckets not in BUCKETS:
@@ -152,6 +182,8 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
                                                         opts.speed, opts.ps)
     splits = opts.splits
     n_opt = len(o_job)
+    if running is not None:
+        o_speed = o_speed * restart_discount(instance, opts, running)
 
     progress.place(n_opt)
     n = progress.n

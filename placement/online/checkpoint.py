@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from placement.model.instance import Job
+from placement.model.progress import canonical
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict
 from placement.online.sizes import LearnedSizes
 from placement.model.topology import Topology
@@ -45,6 +46,8 @@ class JobRecord:
     commitment: dict[int, TaskDict] | None = None  # commit mode; None: (re)commit due
     estimate: float | None = None   # a user's estimate of its total work (information "estimate")
     label: str | None = None        # its class, for the sizes learned per class
+    changes: int = 0                # reconfigurations since its first start (a resume counts)
+    useful: float = 0.0             # seconds it ran, less the restarts of those changes
 
     def view_state(self, forget: bool = False, shown: Job | None = None,
                    topology: Topology | None = None) -> JobState:
@@ -52,7 +55,14 @@ class JobRecord:
         it, default the job itself); ``forget``: without previous tasks the job can no longer
         run on ``topology`` (a revise pending, :meth:`forget_what_it_cannot_run` at the next step)."""
         return JobState(self.job if shown is None else shown, self.done, self.attained,
-                        self.seen_previous(forget, topology), self.last_ran)
+                        self.seen_previous(forget, topology), self.last_ran, self.changes, self.useful)
+
+    def ran(self, tasks: TaskDict, slot_seconds: float) -> None:
+        """Count slot's ``tasks`` (non-empty) in :attr:`changes` and :attr:`useful` (MODEL.md 4:
+        a change loses the restart, at most the slot)."""
+        change = self.last_ran is not None and canonical(tasks) != canonical(self.previous)
+        self.changes += change
+        self.useful += slot_seconds - (min(self.job.restart_seconds, slot_seconds) if change else 0.0)
 
     def seen_previous(self, forget: bool = False, topology: Topology | None = None) -> TaskDict:
         """The previous tasks a policy sees (:meth:`view_state`): none when ``forget`` and the
@@ -130,7 +140,7 @@ class Checkpointing:
                       "previous": _tasks_out(e.previous), "last_ran": e.last_ran,
                       "commitment": None if e.commitment is None else
                       {str(s): _tasks_out(v) for s, v in e.commitment.items()},
-                      "estimate": e.estimate, "label": e.label}
+                      "estimate": e.estimate, "label": e.label, "changes": e.changes, "useful": e.useful}
                      for e in self._jobs.values()],
         }
 
@@ -168,7 +178,9 @@ class Checkpointing:
                     _slot(raw["last_ran"], f"jobs[{i}].last_ran"), None if raw["commitment"] is None else
                     {int(s): _tasks_in(v, hosts, f"jobs[{i}].commitment") for s, v in raw["commitment"].items()},
                     None if raw.get("estimate") is None else _amount(raw["estimate"], f"jobs[{i}].estimate"),
-                    None if raw.get("label") is None else str(raw["label"]))
+                    None if raw.get("label") is None else str(raw["label"]),
+                    _count(raw.get("changes", 0), f"jobs[{i}].changes"),   # older states: none
+                    _amount(raw.get("useful", 0.0), f"jobs[{i}].useful"))
                 if job.id not in sched._revised:
                     sched._jobs[job.id].forget_what_it_cannot_run(sched._topology)
             sched._closed = {str(k): str(v) for k, v in state["closed"].items()}
@@ -200,6 +212,13 @@ def _amount(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{where}: expected a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def _count(value: Any, where: str) -> int:
+    """An integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}: expected an integer >= 0, got {value!r}")
+    return value
 
 
 def _slot(value: Any, where: str) -> int | None:

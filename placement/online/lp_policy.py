@@ -15,7 +15,9 @@ Per slot t, one straight path:
    the default; slot t is a bucket of its own) with each job's remaining work as
    reported by the cluster, restricted to those domains, the work left after the window
    also paying the queueing charge
-   (:mod:`placement.online.queue_charge`); its LP; the most likely rounding (the
+   (:mod:`placement.online.queue_charge`), and a running job's other worker counts and
+   types paying its restart, spread over how long it keeps a configuration
+   (:func:`running_configurations`); its LP; the most likely rounding (the
    deterministic member of the rounding family of ``solvers.rounding``; one trial is what
    a per-slot decision affords); decoded to the partition's intent.
 4. *Slot rules* (:func:`placement.slots.rules.decide_slot`) decide slot t from the intents
@@ -261,12 +263,30 @@ class LPRoundingPolicy:
             own, load = leftover(inst, members, [remaining[job.id] for job in members], machines)
             extra = dict(zip((job.id for job in members),
                              queue_extra(load, np.array([job.weight for job in members], dtype=float))))
-        options = ({"counts": "powers", "buckets": self.buckets, "decode_until": read}
+        options = ({"counts": "powers", "buckets": self.buckets, "decode_until": read,
+                    "running": running_configurations(view, jobs)}
                    if self.model == "configuration" else {})
         window = Formulate(WINDOW_MODELS[self.model], start=view.t, end=end, remaining=remaining,
                            domains={j: domains[j] for j in jobs}, later_domains={j: later[j] for j in jobs},
                            overflow_extra=extra, **options)
         return Chain([window, SolveLP(self.time_limit, presolve=False), Round()])
+
+
+def running_configurations(view: View, jobs: list[str]) -> dict[str, tuple[int, str | None, float]]:
+    """Per job of ``jobs`` that ran last slot, its worker count and GPU type then and how long
+    it keeps a configuration (its :attr:`~placement.online.policy.JobState.hold_seconds`, at
+    least a slot): what the window model resizes only at a restart's cost
+    (:func:`placement.formulation.configuration.restart_discount`)."""
+    topo = view.instance.topology
+    out = {}
+    for j in jobs:
+        state = view.jobs[j]
+        workers = sum(w for w, _ in state.previous.values())
+        if workers and all(h in topo.machine_index for h in state.previous):
+            kinds = {topo.machines[topo.machine_index[h]].gpu_type for h, (w, _) in state.previous.items() if w}
+            out[j] = (workers, kinds.pop() if len(kinds) == 1 else None,
+                      max(state.hold_seconds, view.instance.slot_seconds))
+    return out
 
 
 def _is_dask_client(executor: Any) -> bool:

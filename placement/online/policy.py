@@ -34,6 +34,14 @@ class JobState:
     attained: float          # worker-seconds served so far (for least-attained-service policies)
     previous: TaskDict       # tasks in the previous slot ({} if it did not run then, or a revise made them unrunnable)
     last_ran: int | None     # last slot in which it had workers
+    changes: int = 0         # reconfigurations since its first start (a resume counts: MODEL.md 4)
+    useful: float = 0.0      # seconds it ran, less what those changes lost
+
+    @property
+    def hold_seconds(self) -> float:
+        """How long the job has kept a configuration on average: its useful seconds per
+        configuration so far (Sia's reallocation factor reads the same, SOSP'23)."""
+        return self.useful / (self.changes + 1)
 
     @property
     def remaining(self) -> float:

@@ -324,6 +324,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
             if e.job.arrival > t:
                 continue
             tasks = placed.get(job_id, {})
+            if tasks:
+                e.ran(tasks, self.slot_seconds)
             e.previous = dict(tasks)
             if tasks:
                 e.last_ran = t

@@ -283,6 +283,32 @@ def test_a_checkpoint_resumes_with_exactly_the_same_decisions():
         assert B.drive(inst, GreedyPolicy, restart_at=k)[0] == plain
 
 
+def test_the_view_counts_each_jobs_changes_and_the_seconds_they_left_it():
+    # slot 10 s, restart 4 s: start (no change), keep, grow (change), pause, resume (change)
+    plan = [{"a": {"m0": (1, 1)}}, {"a": {"m0": (1, 1)}}, {"a": {"m0": (2, 2)}}, {}, {"a": {"m1": (2, 2)}}]
+
+    class Plan:
+        def decide(self, view):
+            return plan[view.t]
+    s = scheduler(policy=Plan())
+    s.submit(B.job("a", restart_seconds=4.0))
+    seen = []
+    for t in range(len(plan)):
+        s.step(t)
+        state = s.view(t + 1).jobs["a"]
+        seen.append((state.changes, state.useful))
+    assert seen == [(0, 10.0), (0, 20.0), (1, 26.0), (1, 26.0), (2, 32.0)]
+    assert s.view(5).jobs["a"].hold_seconds == pytest.approx(32.0 / 3)
+    again = OnlineScheduler.from_state(s.state(), Plan())
+    assert (again.view(5).jobs["a"].changes, again.view(5).jobs["a"].useful) == (2, 32.0)
+    state = s.state()
+    del state["jobs"][0]["changes"], state["jobs"][0]["useful"]     # a state of an older release
+    assert OnlineScheduler.from_state(state, Plan()).view(5).jobs["a"].hold_seconds == 0.0
+    state["jobs"][0]["changes"] = -1
+    with pytest.raises(ValueError, match=r"jobs\[0\]\.changes: expected an integer >= 0"):
+        OnlineScheduler.from_state(state, Plan())
+
+
 def test_the_view_holds_the_active_jobs_as_a_checked_instance_would():
     s = scheduler(lookahead=3)
     for j in (B.job("a"), B.job("b", arrival=2), B.job("c")):

@@ -1,0 +1,67 @@
+"""The configuration window's restart discount (``formulate_configuration(running=...)``):
+a running job's other worker counts and GPU types keep H / (H + r) of their rate."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement.formulation.configuration import formulate_configuration
+from placement.model.speed import SpeedTable
+from solvers.lp import solve_lp
+
+from .. import builders as B
+
+
+def option_rates(problem, decoder) -> np.ndarray:
+    """Per option, the summed size of its progress coefficients (linear in its rate)."""
+    G = problem.G.tocsc()[:, : decoder.n_opt]
+    return np.asarray(abs(G).sum(axis=0)).ravel()
+
+
+def options_of(decoder) -> list[tuple[int, str, int]]:
+    doms = decoder.domains
+    return [(int(s), doms.nodes[doms.node[int(d)]], int(w))
+            for s, d, w in zip(decoder.o_slot, decoder.o_dom, decoder.o_workers)]
+
+
+def test_only_the_running_count_keeps_its_whole_rate():
+    # a restart of 10 s, a configuration held 30 s on average: every other count keeps 30 / 40
+    inst = B.instance(B.star(), B.job(restart_seconds=10.0), T=4, delta=10)
+    plain, decoder = formulate_configuration(inst, counts="powers", buckets="geometric")
+    running, again = formulate_configuration(inst, counts="powers", buckets="geometric",
+                                             running={"j": (2, None, 30.0)})
+    assert options_of(decoder) == options_of(again)
+    ratio = option_rates(running, again) / option_rates(plain, decoder)
+    expected = [1.0 if w == 2 else 0.75 for _, _, w in options_of(decoder)]
+    assert ratio == pytest.approx(expected)
+    assert expected.count(1.0) == 3 * 3      # 2 workers on m0, m1 and spread, in each of the 3 buckets
+
+
+def test_a_job_not_running_is_not_charged_here():
+    # its start: the scheduler's ranks charge it (the Gittins index with a setup)
+    inst = B.instance(B.star(), B.job(restart_seconds=20.0), T=2, delta=10)
+    plain, decoder = formulate_configuration(inst, counts="powers")
+    idle, again = formulate_configuration(inst, counts="powers", running={})
+    assert option_rates(idle, again) == pytest.approx(option_rates(plain, decoder))
+
+
+def first_slot_choice(inst, running):
+    problem, decoder = formulate_configuration(inst, counts="powers", buckets="geometric", running=running)
+    x = solve_lp(problem).x[: decoder.n_opt]
+    chosen = [o for o, (s, _, _) in enumerate(options_of(decoder)) if s == 0 and x[o] > 0.5]
+    assert len(chosen) == 1
+    return options_of(decoder)[chosen[0]][1:]
+
+
+def test_the_window_resizes_a_running_job_only_when_that_pays():
+    # linear speed: 8 workers are 8 times as fast, worth a restart even for a job that changes often
+    elastic = B.job(max_workers=8, restart_seconds=5.0)
+    inst = B.instance(B.star(), elastic, T=4, delta=10)
+    assert first_slot_choice(inst, {"j": (1, None, 10.0)})[1] == 8
+    # a speed table where 2 workers gain 30% on 1: worth it for a job that keeps its configurations
+    # long, not for one that changes about every restart (H = 5 s: keeps 1/2)
+    table = SpeedTable(1, (1.0, 1.3), ((2, (1.0, 1.3)),))
+    modest = B.job(max_workers=2, restart_seconds=5.0, speed=table)
+    inst = B.instance(B.star(), modest, T=4, delta=10)
+    assert first_slot_choice(inst, {"j": (1, None, 5.0)})[1] == 1
+    assert first_slot_choice(inst, {"j": (1, None, 1e6)})[1] == 2
