@@ -91,16 +91,15 @@ def restart_discount(instance: Instance, opts: Options,
     at the same count and type is left to the slot rules, which keep a job's machines
     unless a move finishes it sooner (their rule b)."""
     types = instance.topology.gpu_types
-    keep = np.ones(len(opts.job))
-    for j_id, (workers, gpu_type, hold) in running.items():
-        j = instance.job_index.get(j_id)
-        if j is None:
-            continue
-        resized = opts.workers != workers
-        if gpu_type in types:
-            resized |= opts.gtype != types.index(gpu_type)
-        keep[(opts.job == j) & resized] = hold / (hold + instance.jobs[j].restart_seconds)
-    return keep
+    n = len(instance.jobs)
+    workers, kind, factor = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.ones(n)
+    for j_id, (count, gpu_type, hold) in running.items():
+        if (j := instance.job_index.get(j_id)) is not None:
+            workers[j], factor[j] = count, hold / (hold + instance.jobs[j].restart_seconds)
+            kind[j] = types.index(gpu_type) if gpu_type in types else -1
+    w, g = workers[opts.job], kind[opts.job]
+    resized = (w >= 0) & ((opts.workers != w) | ((g >= 0) & (opts.gtype != g)))
+    return np.where(resized, factor[opts.job], 1.0)
 
 
 class ConfigurationDecoder:

@@ -7,6 +7,7 @@ import pytest
 
 from placement.formulation.configuration import formulate_configuration
 from placement.model.speed import SpeedTable
+from placement.model.topology import Machine
 from solvers.lp import solve_lp
 
 from .. import builders as B
@@ -65,3 +66,16 @@ def test_the_window_resizes_a_running_job_only_when_that_pays():
     inst = B.instance(B.star(), modest, T=4, delta=10)
     assert first_slot_choice(inst, {"j": (1, None, 5.0)})[1] == 1
     assert first_slot_choice(inst, {"j": (1, None, 1e6)})[1] == 2
+
+
+def test_another_gpu_type_is_a_change_too():
+    typed = B.star(Machine("m0", dict(B.CAPACITY), 400, "a"), Machine("m1", dict(B.CAPACITY), 400, "b"))
+    inst = B.instance(typed, B.job(restart_seconds=10.0), T=2, delta=10)
+    plain, decoder = formulate_configuration(inst, counts="powers")
+    running, again = formulate_configuration(inst, counts="powers", running={"j": (2, "a", 10.0)})
+    ratio = option_rates(running, again) / option_rates(plain, decoder)
+    local = [(k, dom, w) for k, (_, dom, w) in enumerate(options_of(decoder)) if dom != "sw"]
+    # 2 workers on m0 (type a) keep their rate; 2 on m1 (type b), or any other count, keep 10 / 20
+    assert [ratio[k] for k, _, _ in local] == pytest.approx([1.0 if (dom, w) == ("m0", 2) else 0.5
+                                                             for _, dom, w in local])
+    assert {dom for _, dom, w in local if w == 2} == {"m0", "m1"}
