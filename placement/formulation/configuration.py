@@ -83,7 +83,8 @@ def restart_discount(instance: Instance, opts: Options,
     """Per option, the share of its rate a running job keeps once it pays the restart a
     resize costs: 1 for its current worker count and GPU type (``running``: workers, GPU
     type, and H, the seconds it is expected to hold a configuration) and for a job not
-    running (whose start the scheduler's ranks already charge), else H / (H + r), r its
+    running (its start costs a restart on every option alike; below ``oracle`` the
+    scheduler's ranks charge it, :mod:`placement.online.sizes`), else H / (H + r), r its
     ``restart_seconds``: the new rate is kept about H seconds, of which r are lost. This is
     Sia's reallocation factor (SOSP'23: H = the job's age over its restarts so far), which
     damps a job's resizes as they become frequent. The configuration model itself has no
