@@ -40,6 +40,8 @@ model small for per-slot decisions; it is then a planning model, as are restrict
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from placement import deadline
@@ -82,15 +84,21 @@ def restart_discount(instance: Instance, opts: Options,
                      running: dict[str, tuple[int, str | None, float]]) -> np.ndarray:
     """Per option, the share of its rate a running job keeps once it pays the restart a
     resize costs: 1 for its current worker count and GPU type (``running``: workers, GPU
-    type, and H, the seconds it is expected to hold a configuration) and for a job not
+    type, and H > 0, the seconds it is expected to hold a configuration) and for a job not
     running (its start costs a restart on every option alike; below ``oracle`` the
     scheduler's ranks charge it, :mod:`placement.online.sizes`), else H / (H + r), r its
-    ``restart_seconds``: the new rate is kept about H seconds, of which r are lost. This is
-    Sia's reallocation factor (SOSP'23: H = the job's age over its restarts so far), which
-    damps a job's resizes as they become frequent. The configuration model itself has no
-    variable for "changed since the last slot" (it would be fractional in the LP). A move
-    at the same count and type is left to the slot rules, which keep a job's machines
-    unless a move finishes it sooner (their rule b)."""
+    ``restart_seconds`` as the cluster gives it (not capped at a slot as MODEL.md 4 charges
+    it: a restart that outlasts the slot, 250 s for imagenet in the Sia simulator's 60-s
+    rounds, is lost in full there): the new rate is kept about H seconds, of which r are
+    lost. Sia's reallocation factor (SOSP'23) reads the job's age over its restarts; here H
+    is its useful seconds over its configurations so far. It damps a job's resizes as they
+    become frequent. The configuration model itself has no variable for "changed since the
+    last slot" (it would be fractional in the LP), so the factor holds in every bucket of
+    the window. A move at the same count and type is left to the slot rules, which keep a
+    job's machines unless a move finishes it sooner (their rule b). Known gap: a job running
+    at a count the window does not offer (``counts="powers"``) has every option discounted."""
+    if any(not (hold > 0 and math.isfinite(hold)) for _, _, hold in running.values()):
+        raise ValueError("running: each job's hold time H must be a finite number of seconds > 0")
     types = instance.topology.gpu_types
     n = len(instance.jobs)
     workers, kind, factor = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64), np.ones(n)

@@ -40,7 +40,8 @@ class JobState:
     @property
     def hold_seconds(self) -> float:
         """How long the job has kept a configuration on average: its useful seconds per
-        configuration so far (Sia's reallocation factor reads the same, SOSP'23)."""
+        configuration so far (0 before it ran; Sia's reallocation factor, SOSP'23, reads the
+        age since submission over the restarts instead)."""
         return self.useful / (self.changes + 1)
 
     @property

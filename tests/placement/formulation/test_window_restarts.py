@@ -2,6 +2,8 @@
 a running job's other worker counts and GPU types keep H / (H + r) of their rate."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,10 @@ def test_another_gpu_type_is_a_change_too():
     assert [ratio[k] for k, _, _ in local] == pytest.approx([1.0 if (dom, w) == ("m0", 2) else 0.5
                                                              for _, dom, w in local])
     assert {dom for _, dom, w in local if w == 2} == {"m0", "m1"}
+
+
+@pytest.mark.parametrize("hold", [0.0, -1.0, math.nan, math.inf])
+def test_a_hold_time_that_is_not_positive_is_refused(hold):
+    inst = B.instance(B.star(), B.job(restart_seconds=10.0), T=2, delta=10)
+    with pytest.raises(ValueError, match="hold time"):
+        formulate_configuration(inst, counts="powers", running={"j": (2, None, hold)})
