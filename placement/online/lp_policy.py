@@ -72,6 +72,7 @@ from placement.executors import InProcess
 from placement.formulation.aggregated import formulate_aggregated
 from placement.formulation.configuration import BUCKETS, formulate_configuration
 from placement.model.instance import Instance, Job
+from placement.model.progress import gpu_types
 from placement.model.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
@@ -277,15 +278,15 @@ def running_configurations(view: View, jobs: list[str]) -> dict[str, tuple[int, 
     it keeps a configuration (its :attr:`~placement.online.policy.JobState.hold_seconds`, at
     least a slot): what the window model resizes only at a restart's cost
     (:func:`placement.formulation.configuration.restart_discount`)."""
-    topo = view.instance.topology
+    inst = view.instance
     out = {}
     for j in jobs:
         state = view.jobs[j]
         workers = sum(w for w, _ in state.previous.values())
-        if workers and all(h in topo.machine_index for h in state.previous):
-            kinds = {topo.machines[topo.machine_index[h]].gpu_type for h, (w, _) in state.previous.items() if w}
-            out[j] = (workers, kinds.pop() if len(kinds) == 1 else None,
-                      max(state.hold_seconds, view.instance.slot_seconds))
+        if workers and all(h in inst.topology.machine_index for h in state.previous):
+            kinds = gpu_types(inst, state.previous)   # one: the scheduler refuses mixed gangs
+            if len(kinds) == 1:
+                out[j] = (workers, kinds.pop(), max(state.hold_seconds, inst.slot_seconds))
     return out
 
 
