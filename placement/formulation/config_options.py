@@ -65,9 +65,12 @@ def min_ps_row(job: Job) -> np.ndarray:
 
 
 def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains: dict[str, set[str]] | None,
-            later_domains: dict[str, set[str]] | None, counts: str, start: int) -> Options:
+            later_domains: dict[str, set[str]] | None, counts: str, start: int,
+            keep: dict[str, int] | None = None) -> Options:
     """Every option of the model (module docstring): ``domains`` per job id the domains it
-    may use (None: every domain), ``later_domains`` those of the slots after ``start``."""
+    may use (None: every domain), ``later_domains`` those of the slots after ``start``,
+    ``keep`` per job id a worker count offered wherever it fits even when ``counts`` would
+    skip it (the count a job runs at now)."""
     jobs = [instance.jobs[j] for j in progress.jobs]
     n_jobs = len(jobs)
     allowed = [doms.allowed(None if domains is None else domains.get(job.id)) for job in jobs]
@@ -75,6 +78,7 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
     pair_dom = np.concatenate(allowed) if allowed else np.zeros(0, dtype=np.int64)
     low = np.array([job.min_workers for job in jobs], dtype=np.int64)
     high = np.array([job.max_workers for job in jobs], dtype=np.int64)
+    also = None if not keep else np.array([keep.get(job.id, -1) for job in jobs], dtype=np.int64)
     code = instance.topology.type_code
     runs = np.ones((n_jobs, len(instance.topology.gpu_types)), dtype=bool)  # per job, the types it runs on
     for k in (k for k, job in enumerate(jobs) if job.speed is not None and job.speed.types is not None):
@@ -87,13 +91,15 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
     l_job, l_dom = l_job[runs_here], l_dom[runs_here]
     which = instance.machine_kinds[1]
     local_most = np.stack([kinds.local for kinds in progress.fit_kinds]) if n_jobs else np.zeros((0, 1), np.int64)
-    n, l_w = count_choices(low[l_job], np.minimum(high[l_job], local_most[l_job, which[l_dom]]), counts)
+    n, l_w = count_choices(low[l_job], np.minimum(high[l_job], local_most[l_job, which[l_dom]]), counts,
+                           None if also is None else also[l_job])
     l_job, l_dom = np.repeat(l_job, n), np.repeat(l_dom, n)
 
     # spread domains, per type: the counts up to the workers its useful machines of the type hold
     s_job, s_dom, s_type, room, s_split, splits = _spread(progress, doms, which, code, runs, pair_job[~on],
                                                           pair_dom[~on])
-    n, s_w = count_choices(low[s_job], np.minimum(high[s_job], room), counts)
+    n, s_w = count_choices(low[s_job], np.minimum(high[s_job], room), counts,
+                           None if also is None else also[s_job])
     s_job, s_dom, s_type, s_split = (np.repeat(a, n) for a in (s_job, s_dom, s_type, s_split))
 
     # domain order, then type and W order, per job: a job's local domains come before its spread ones
@@ -123,21 +129,28 @@ def options(instance: Instance, progress: ProgressBlock, doms: Domains, domains:
                    speed=instance.slot_seconds * c_rate[e_opt], ps=c_ps[e_opt], split=c_split[e_opt], splits=splits)
 
 
-def count_choices(low: np.ndarray, top: np.ndarray, counts: str) -> tuple[np.ndarray, np.ndarray]:
+def count_choices(low: np.ndarray, top: np.ndarray, counts: str,
+                  also: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per (job, domain) pair whose counts run low..top (the job's min_workers, and its
     max_workers capped by what the domain holds): how many counts it has, and the counts
     themselves, pair by pair, ascending: every count ("all") or low, the powers of two
-    between and top ("powers"); none when top < low."""
+    between and top ("powers"), plus the pair's count in ``also`` when it lies between (-1:
+    none; a running job's count, so staying as it is stays an option); none when top < low."""
     ok = top >= low
     if counts == "all":
         n = np.where(ok, top - low + 1, 0)
         at = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
         return n, np.repeat(low, n) + at
     powers = 1 << np.arange(max(1, int(top.max(initial=1)).bit_length()), dtype=np.int64)
-    table = np.column_stack([low, np.broadcast_to(powers, (len(low), len(powers))), top])
+    extra = np.full(len(low), -1, dtype=np.int64) if also is None else np.asarray(also, dtype=np.int64)
+    table = np.column_stack([low, np.broadcast_to(powers, (len(low), len(powers))), extra, top])
     take = np.repeat(ok[:, None], table.shape[1], axis=1)
-    take[:, 1:-1] &= (powers > low[:, None]) & (powers < top[:, None])
+    take[:, 1:-2] &= (powers > low[:, None]) & (powers < top[:, None])
+    take[:, -2] &= (extra > low) & (extra < top) & ((extra & (extra - 1)) != 0)
     take[:, -1] &= top > low
+    if also is not None:  # the extra count sits between the powers: sort each pair's counts
+        order = np.argsort(np.where(take, table, np.iinfo(np.int64).max), axis=1, kind="stable")
+        table, take = np.take_along_axis(table, order, axis=1), np.take_along_axis(take, order, axis=1)
     return take.sum(axis=1), table[take]
 
 

@@ -95,8 +95,9 @@ def restart_discount(instance: Instance, opts: Options,
     become frequent. The configuration model itself has no variable for "changed since the
     last slot" (it would be fractional in the LP), so the factor holds in every bucket of
     the window. A move at the same count and type is left to the slot rules, which keep a
-    job's machines unless a move finishes it sooner (their rule b). Known gap: a job running
-    at a count the window does not offer (``counts="powers"``) has every option discounted."""
+    job's machines unless a move finishes it sooner (their rule b). The window offers a
+    running job its current count even where ``counts="powers"`` would skip it
+    (:func:`formulate_configuration`), so staying is an undiscounted option."""
     if any(not (hold > 0 and math.isfinite(hold)) for _, _, hold in running.values()):
         raise ValueError("running: each job's hold time H must be a finite number of seconds > 0")
     types = instance.topology.gpu_types
@@ -169,7 +170,7 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
     the slots before it (:class:`ConfigurationDecoder`); ``running``: per job id that runs
     now, its worker count, its workers' GPU type and how long it keeps a configuration: its
     other counts and types pay the restart a resize costs (:func:`restart_discount`; a
-    planning model)."""
+    planning model), and its current count is among its options whatever ``counts`` says."""
     if counts not in COUNTS:
         raise ValueError(f"counts must be one of {', '.join(COUNTS)}, got {counts!r}")
     if buckets not in BUCKETS:
@@ -185,7 +186,8 @@ def formulate_configuration(instance: Instance, *, start: int = 0, end: int | No
 
     # ---- configurations per job, repeated per bucket (after the first slot: the later domains) ----
     deadline.check("building the model")
-    opts = options(instance, progress, doms, domains, later_domains, counts, start)
+    keep = None if running is None else {j_id: count for j_id, (count, _, _) in running.items()}
+    opts = options(instance, progress, doms, domains, later_domains, counts, start, keep)
     o_job, o_slot, o_dom, o_w, o_split, o_speed, s_o = (opts.job, opts.slot, opts.dom, opts.workers, opts.split,
                                                         opts.speed, opts.ps)
     splits = opts.splits

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from placement.formulation.config_options import count_choices
 from placement.formulation.configuration import formulate_configuration
 from placement.model.speed import SpeedTable
 from placement.model.topology import Machine
@@ -46,6 +47,29 @@ def test_a_job_not_running_is_not_charged_here():
     plain, decoder = formulate_configuration(inst, counts="powers")
     idle, again = formulate_configuration(inst, counts="powers", running={})
     assert option_rates(idle, again) == pytest.approx(option_rates(plain, decoder))
+
+
+def test_a_count_the_powers_skip_is_offered_to_the_job_running_at_it():
+    # counts 1, 2, 4, 8 ("powers"); the job runs at 3: staying at 3 is an option, at its whole rate
+    inst = B.instance(B.star(), B.job(restart_seconds=10.0), T=2, delta=10)
+    _, plain = formulate_configuration(inst, counts="powers")
+    assert {w for _, _, w in options_of(plain)} == {1, 2, 4, 8}
+    running, decoder = formulate_configuration(inst, counts="powers", running={"j": (3, None, 10.0)})
+    assert {w for _, _, w in options_of(decoder)} == {1, 2, 3, 4, 8}
+    rates = option_rates(running, decoder)
+    for k, (_, dom, w) in enumerate(options_of(decoder)):
+        if w == 3:   # 3 workers at 1 batch/s each, over a 10-s slot: nothing taken off
+            assert rates[k] == pytest.approx(3 * 10 / inst.jobs[0].work_batches, rel=1e-6)
+    assert sorted(dom for s, dom, w in options_of(decoder) if w == 3 and s == 0) == ["m0", "m1", "sw"]
+
+
+def test_count_choices_adds_the_extra_count_in_order():
+    low, top = np.array([1, 1, 2, 3, 5]), np.array([8, 8, 6, 2, 5])
+    n, counts = count_choices(low, top, "powers", np.array([3, 4, -1, 3, 5]))
+    # 3 added between 2 and 4; 4 is a power already; none; top < low: nothing; a single count
+    assert n.tolist() == [5, 4, 3, 0, 1]
+    assert counts.tolist() == [1, 2, 3, 4, 8, 1, 2, 4, 8, 2, 4, 6, 5]
+    assert count_choices(low, top, "powers")[1].tolist() == [1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 6, 5]
 
 
 def first_slot_choice(inst, running):
