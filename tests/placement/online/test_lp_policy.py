@@ -13,6 +13,8 @@ from placement.online.policy import JobState, View
 from placement.model.schedule import Allocation, Schedule
 from placement.simulate import simulate
 
+from .. import builders as B
+
 
 def view_of(jobs: int, cluster: str, seed: int, previous=None) -> View:
     g = generate(jobs=jobs, cluster=cluster, seed=seed)
@@ -181,3 +183,18 @@ def test_dealing_waiting_jobs_follows_the_fewest_then_rank_rule():
         got = [list(b) for b in start]
         _deal(waiting, got)
         assert got == want
+
+
+@pytest.mark.parametrize("information", ["oracle", "none"])
+def test_the_lp_policy_resumes_from_a_checkpoint_with_the_same_decisions(information):
+    # what the window reads of the past (each job's changes and useful seconds, the sizes
+    # learned at none) must come back from the checkpoint, or the decisions after it differ
+    inst = generate(jobs=20, cluster="racks:2x2", seed=3, max_workers=8, load=2.0)
+    make = lambda: LPRoundingPolicy(threads=1)
+    plain = B.drive(inst, make, information=information)[0]
+    assert sum(map(len, plain)) > 0
+    sizes = [{j: sum(w for w, _ in tasks.values()) for j, tasks in slot.items()} for slot in plain]
+    assert any(sizes[t][j] != sizes[t - 1][j] for t in range(1, len(sizes)) for j in sizes[t]
+               if j in sizes[t - 1]), "no job was resized: the restart counts would not matter"
+    for k in (2, inst.horizon // 2):
+        assert B.drive(inst, make, information=information, restart_at=k)[0] == plain
