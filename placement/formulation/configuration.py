@@ -35,8 +35,9 @@ only slow it), and its per-machine loads imply these rows (its workers sit on ma
 their type; a spread option exists wherever two useful machines do, a PS-only machine of
 another type counted); so the LP value (and the IP optimum) bounds the optimal weighted JCT
 from below (tested against brute force, with and without GPU types). ``counts="powers"``
-(min_workers, max_workers, the powers of two between, the most a domain holds) keeps the
-model small for per-slot decisions; it is then a planning model, as are restricted domains.
+(min_workers, max_workers, the powers of two between, the most a domain holds, and a
+running job's current count) keeps the model small for per-slot decisions; it is then a
+planning model, as are restricted domains.
 """
 from __future__ import annotations
 
