@@ -63,13 +63,22 @@ def per_worker_seconds(instance: Instance, job: Job, tasks: Tasks) -> float:
     return batch_time(instance, job, tasks)
 
 
+def changed(tasks: Tasks, previous: Tasks | None) -> bool:
+    """MODEL.md 4: a task set other than the previous slot's (None: it did not run) restarts."""
+    return previous is None or canonical(tasks) != canonical(previous)
+
+
+def working_seconds(slot_seconds: float, job: Job, restarted: bool) -> float:
+    """The seconds of a slot the job works: the slot less its restart, if it restarted."""
+    return max(0.0, slot_seconds - (job.restart_seconds if restarted else 0.0))
+
+
 def slot_batches(instance: Instance, job: Job, tasks: Tasks, previous: Tasks | None) -> float:
     """Mini-batches done in one slot, with the restart loss if the task set changed."""
     workers = sum(w for w, _ in tasks.values())
     if workers == 0:
         return 0.0
-    changed = previous is None or canonical(tasks) != canonical(previous)
-    seconds = max(0.0, instance.slot_seconds - (job.restart_seconds if changed else 0.0))
+    seconds = working_seconds(instance.slot_seconds, job, changed(tasks, previous))
     if job.speed is not None:
         return job_rate(instance, job, tasks) * seconds
     return workers * seconds / batch_time(instance, job, tasks)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from placement.model.instance import Job
-from placement.model.progress import canonical
+from placement.model.progress import changed, working_seconds
 from placement.online.policy import CommittingPolicy, JobState, Policy, TaskDict
 from placement.online.sizes import LearnedSizes
 from placement.model.topology import Topology
@@ -60,9 +60,9 @@ class JobRecord:
     def ran(self, tasks: TaskDict, slot_seconds: float) -> None:
         """Count slot's ``tasks`` (non-empty) in :attr:`changes` and :attr:`useful` (MODEL.md 4:
         a change loses the restart, at most the slot)."""
-        change = self.last_ran is not None and canonical(tasks) != canonical(self.previous)
+        change = self.last_ran is not None and changed(tasks, self.previous)
         self.changes += change
-        self.useful += slot_seconds - (min(self.job.restart_seconds, slot_seconds) if change else 0.0)
+        self.useful += working_seconds(slot_seconds, self.job, change)
 
     def seen_previous(self, forget: bool = False, topology: Topology | None = None) -> TaskDict:
         """The previous tasks a policy sees (:meth:`view_state`): none when ``forget`` and the
@@ -214,16 +214,21 @@ def _amount(value: Any, where: str) -> float:
     return float(value)
 
 
+def _is_count(value: Any) -> bool:
+    """An integer >= 0 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _count(value: Any, where: str) -> int:
     """An integer >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not _is_count(value):
         raise ValueError(f"{where}: expected an integer >= 0, got {value!r}")
     return value
 
 
 def _slot(value: Any, where: str) -> int | None:
     """A slot index (an integer >= 0) or None."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+    if value is not None and not _is_count(value):
         raise ValueError(f"{where}: expected a slot (an integer >= 0) or null, "
                          f"got {value!r}")
     return value

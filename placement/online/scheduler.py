@@ -325,11 +325,10 @@ class OnlineScheduler(Checkpointing, CommitMode):
                 continue
             tasks = placed.get(job_id, {})
             if tasks:
-                e.ran(tasks, self.slot_seconds)
-            e.previous = dict(tasks)
-            if tasks:
+                e.ran(tasks, self.slot_seconds)   # first: it compares with previous and last_ran
                 e.last_ran = t
                 e.attained += sum(w for w, _ in tasks.values()) * self.slot_seconds
+            e.previous = dict(tasks)
             if e.commitment:  # a plan that ran out before the job finished is redone
                 e.commitment = {s: v for s, v in e.commitment.items() if s > t} or None
         self._last_t = t
