@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
            "load_before": load_before, "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
            "code_version": code_v, "simulator_version": sim_v, "interval": args.interval,
            "ran": ran, "cached": hits, "runs": runs, "replays": replays, "targets": targets(runs)}
-    picture = report.parent / "peer" / "avg_jct.png"
+    picture = report.parent / "peer" / f"{report.stem}.png"   # one per report: reports share the folder
     if plot(doc, picture):
         doc["plot"] = os.path.relpath(picture, report.parent)
     write_outputs(doc, out, report, markdown)
