@@ -1,6 +1,7 @@
 import copy
 import importlib.util
 import json
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -8,6 +9,14 @@ from types import ModuleType
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "instances" / "examples"
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that must take Ctrl-C: in the child before exec, SIGINT as a
+    terminal delivers it, even when the tests run under a runner that ignores SIGINT (a
+    background job of a non-interactive shell does, and a child inherits an ignored signal,
+    so Python would never raise KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def bruteforce() -> ModuleType:

@@ -3,8 +3,6 @@ and leaves nothing half-written, outputs are checked first and written all or no
 failures go to stderr; and the first-use polish (legend, bound once, short guarantee,
 PSs in the picture)."""
 import contextlib
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +21,7 @@ from placement.outputs import OutputError, Staged, check_outputs
 from placement.offline.solve import solve
 from solvers.result import Status
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 RACKS = EXAMPLES / "racks.json"
@@ -90,14 +88,7 @@ def test_cli_no_schedule_within_the_limit_says_so_on_stderr(capsys, tmp_path):
 
 def _python(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
-
-
-def _default_sigint() -> None:
-    """In the child before exec: Ctrl-C as a terminal delivers it, even when these tests run
-    under a runner that ignores SIGINT (a background job of a non-interactive shell does, and
-    a child inherits an ignored signal, so Python would never raise KeyboardInterrupt)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
 
 
 # a C call that neither checks the clock nor lets Python run a signal handler
@@ -149,7 +140,7 @@ def test_ctrl_c_during_the_exact_solver_writes_nothing(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "placement.cli", "solve", str(tmp_path / "i.json"), "--solver",
                           "exact", "--time-limit", "30", "--out", str(tmp_path / "o" / "s.json"), "--plot",
                           str(tmp_path / "o" / "s.png")], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     time.sleep(1.5)   # started up, inside HiGHS (earlier, the outcome must be the same)
     assert p.poll() is None, "the command ended before the signal: the instance is too easy"
     sent = time.perf_counter()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import default_sigint
+
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
@@ -32,7 +34,8 @@ class Server:
     def __init__(self, port: int, state: Path, *flags: str):
         self.command = [sys.executable, "-m", "placement", "serve", "--cluster", "racks:2x4", "--port", str(port),
                         "--state", str(state), *flags]
-        self.process = subprocess.Popen(self.command, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(self.command, stderr=subprocess.PIPE, text=True,
+                                        preexec_fn=default_sigint)   # Ctrl-C reaches it
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
         end = time.monotonic() + 30
         while True:
