@@ -87,7 +87,7 @@ class OnlineScheduler(Checkpointing, CommitMode):
         self.policy = policy
         self.mode = mode
         self.information = information
-        self.sizes = LearnedSizes()                # the sizes of the jobs that finished
+        self.sizes = LearnedSizes()                # the sizes of the jobs that finished (and the open ones' ratios)
         self.lookahead = int(lookahead)
         self.slot_seconds = float(slot_seconds)
         self.resources = tuple(resources)
@@ -338,6 +338,8 @@ class OnlineScheduler(Checkpointing, CommitMode):
         """What the policy sees in slot ``t``: the active jobs that fit on the cluster."""
         active = [e for j, e in self._jobs.items() if e.job.arrival <= t and j not in self._unrunnable]
         bus = self._fastest_bus() if self.information != "oracle" else 0.0
+        if self.information == "estimate":  # the open jobs' ratios so far, censored (placement.online.sizes)
+            self.sizes.censor_ratios(e.done / e.estimate for e in active if e.estimate)
         shown = [shown_job(on_cluster(e.job, self._topology), e.done, self.information, self.sizes,
                            self.slot_seconds, bus,
                            estimate=e.estimate, label=e.label,

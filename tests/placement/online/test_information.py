@@ -84,6 +84,20 @@ def test_a_job_past_its_estimate_keeps_running_until_the_cluster_finishes_it():
     assert len(s.sizes) == 1 and "j" not in s.open_jobs
 
 
+def test_at_estimate_the_open_jobs_ratios_weigh_the_correction():
+    s = scheduler("estimate")
+    for j, est in (("f1", 10.0), ("f2", 10.0), ("open", 10.0)):
+        s.submit(B.job(j), estimate=est)
+    s.report("f1", 20.0)
+    s.finish("f1")                                   # ratio 2
+    s.report("f2", 40.0)
+    s.finish("f2")                                   # ratio 4
+    s.report("open", 30.0)                           # open at 3 x its estimate
+    s.step(0)
+    ratios, weights, beyond = s.sizes.ratio_law()
+    assert ratios.tolist() == [2.0, 4.0] and weights == pytest.approx([1 / 3, 2 / 3]) and beyond is None
+
+
 def test_finished_jobs_become_learned_sizes_and_the_checkpoint_keeps_them():
     s = scheduler("estimate")
     s.submit(B.job("a"), estimate=100.0, label="resnet")

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from placement.online.sizes import MIN_CLASS_SAMPLES, LearnedSizes, gittins_index
+from placement.online.sizes import MIN_CLASS_SAMPLES, LearnedSizes, gittins_index, kaplan_meier
 
 
 def learned(*sizes, label=None):
@@ -110,6 +110,47 @@ def test_an_estimate_is_corrected_by_the_observed_ratios():
     assert sizes.expected_total(150.0, floor=1.0, estimate=50.0) == pytest.approx(200.0)
     # past every corrected size: the memoryless tail, the largest corrected size (200) more
     assert sizes.expected_total(250.0, floor=1.0, estimate=50.0) == pytest.approx(250.0 + 200.0)
+
+
+def test_kaplan_meier_by_hand():
+    # events 1, 2, 3, 10; censored 0.5 (never at risk at an event), 5 and 20. At risk:
+    # 4 + 2 at 1, 3 + 2 at 2, 2 + 2 at 3, 1 + 1 at 10; survival 5/6, 4/6, 3/6, 1/4
+    mass, left = kaplan_meier(np.array([1.0, 2.0, 3.0, 10.0]), np.array([0.5, 5.0, 20.0]))
+    assert mass == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 4]) and left == pytest.approx(1 / 4)
+    # nothing censored: the empirical distribution; a censored value equal to an event is at risk there
+    mass, left = kaplan_meier(np.array([1.0, 2.0, 4.0]), np.zeros(0))
+    assert mass == pytest.approx([1 / 3] * 3) and left == pytest.approx(0.0)
+    mass, left = kaplan_meier(np.array([2.0]), np.array([2.0]))
+    assert mass == pytest.approx([0.5]) and left == pytest.approx(0.5)
+
+
+def test_weights_are_repeated_samples():
+    assert gittins_index([1, 2, 10], weights=[1, 1, 2]) == pytest.approx(gittins_index([1, 2, 10, 10]))
+    assert gittins_index([10, 1, 2], setup=1.0, weights=[2, 1, 1]) == pytest.approx(gittins_index([1, 2, 10, 10], 1.0))
+    for bad in ([1, 1], [1, 0, 1], [1, -1, 1], [1, math.nan, 1]):
+        with pytest.raises(ValueError):
+            gittins_index([1, 2, 10], weights=bad)
+
+
+def test_open_jobs_correct_the_ratios_of_an_estimate():
+    sizes = LearnedSizes()
+    sizes.add(20.0, estimate=10.0)     # ratio 2
+    sizes.add(40.0, estimate=10.0)     # ratio 4
+    # a job still open at 3 x its estimate: at risk at ratio 2, so ratio 4 takes its weight
+    # (Kaplan-Meier: 1/3 at 2, 2/3 at 4); an estimate of 50: 100 or 200 with those weights
+    sizes.censor_ratios([3.0, 0.0])
+    assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx((100 + 2 * 200) / 3)
+    # open at 5 x: past every ratio seen; 1/3 at 2, 1/3 at 4, and 1/3 past them, put at 5 + 4
+    sizes.censor_ratios([5.0])
+    assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx((100 + 200 + 450) / 3)
+    assert sizes.gittins_remaining(150.0, floor=1.0, estimate=50.0) == pytest.approx(
+        1 / gittins_index([50.0, 300.0]))
+    # past every corrected size the prior speaks as before: the largest corrected size (200) more
+    assert sizes.expected_total(250.0, floor=1.0, estimate=50.0) == pytest.approx(250.0 + 200.0)
+    # none open: the ratios equally likely again; the learned sizes themselves are not censored
+    sizes.censor_ratios([])
+    assert sizes.expected_total(0.0, floor=1.0, estimate=50.0) == pytest.approx(150.0)
+    assert sizes.expected_total(0.0, floor=1.0) == pytest.approx(30.0)
 
 
 def test_the_state_round_trips():
