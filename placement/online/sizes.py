@@ -72,7 +72,6 @@ class LearnedSizes:
         self._by_label: dict[str, list[float]] = {}
         self._ratios: list[float] = []
         self._sorted: dict[str | None, np.ndarray] = {}     # by label (None: every job), sorted
-        self._sorted_ratios: np.ndarray | None = None
         self._open_ratios = np.zeros(0)                # the open jobs' censored ratios, sorted
         self._ratio_law: tuple[np.ndarray, np.ndarray, tuple[float, float] | None] | None = None
 
@@ -91,7 +90,7 @@ class LearnedSizes:
             self._sorted.pop(label, None)
         if estimate is not None and estimate > 0:
             self._ratios.append(size / float(estimate))
-            self._sorted_ratios = self._ratio_law = None
+            self._ratio_law = None
 
     def censor_ratios(self, ratios: Iterable[float]) -> None:
         """The open jobs' work so far over their user's estimate (those > 0): each job's
@@ -133,9 +132,7 @@ class LearnedSizes:
         the largest ratio seen, or None (module docstring); with no job open, every ratio
         equally likely. Empty before any job with an estimate finished."""
         if self._ratio_law is None:
-            if self._sorted_ratios is None:
-                self._sorted_ratios = np.sort(np.array(self._ratios, dtype=float))
-            events, censored = self._sorted_ratios, self._open_ratios
+            events, censored = np.sort(np.array(self._ratios, dtype=float)), self._open_ratios
             if not len(events) or not len(censored):
                 self._ratio_law = events, np.ones(len(events)), None
             else:
@@ -171,7 +168,7 @@ class LearnedSizes:
         seen), the mean of the memoryless tail beyond them (module docstring); None at a
         cold start."""
         if estimate is not None:
-            ratios = self._sorted_ratios if self._sorted_ratios is not None else sorted(self._ratios)
+            ratios = self.ratio_law()[0]
             return float(estimate * (ratios[-1] if len(ratios) else 1.0))
         seen = self.sizes(label)
         return float(seen[-1]) if len(seen) else None
