@@ -65,12 +65,12 @@ from placement.online.registry import POLICIES  # noqa: E402
 DEFAULT_PLAN = {
     "fixed": ["peer:tiresias", "tiresias", "fifo", "greedy", "lp-rounding"],
     "tuned": ["peer:optimus", "optimus", "drf", "tetris", "greedy", "lp-rounding"],
-    "adaptive": ["peer:pollux", "greedy", "lp-rounding"],
+    "adaptive": ["peer:pollux", "pollux", "greedy", "lp-rounding"],
 }
 #: mode -> the information of its peer, at which ``--information parity`` runs our policies
 PARITY = {PEER_POLICIES[p]: level for p, level in PEER_INFORMATION.items()}
 #: our reimplementation of each peer policy, for the fidelity targets.
-TWINS = {"peer:tiresias": "tiresias", "peer:optimus": "optimus"}
+TWINS = {"peer:tiresias": "tiresias", "peer:optimus": "optimus", "peer:pollux": "pollux"}
 FIDELITY = 0.15
 #: the modes our own simulator can replay (jobs with a fixed batch size).
 REPLAY_MODES = ("fixed", "tuned")
@@ -415,7 +415,8 @@ def markdown(doc: dict[str, Any]) -> str:
           "traces and no exploration cap (docs/online.md, 'The GPU count of an adaptive job': "
           "more than `peer:pollux` knows); `peer:tiresias` and our `fifo` use neither; "
           "our `tiresias` reads only the ratio of a job's spread and local speed (its "
-          "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted.",
+          "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted, as our "
+          "`pollux` does (no job length; each job up to Pollux's own exploration cap).",
           ""]
     return "\n".join(L)
 

@@ -14,13 +14,15 @@ from placement.online.baselines.fifo import FIFO
 from placement.online.baselines.gavel import Gavel
 from placement.online.baselines.oasis import OASiS, OASiSAdmitAll, Offer, PriceTerms
 from placement.online.baselines.optimus import Optimus
+from placement.online.baselines.pollux import Pollux
 from placement.online.baselines.tetris import Tetris
 from placement.online.baselines.tiresias import Tiresias
 
-__all__ = ["BASELINES", "DRF", "FIFO", "Gavel", "OASiS", "OASiSAdmitAll", "Offer", "Optimus", "PriceTerms",
-           "Tetris", "Tiresias"]
+__all__ = ["BASELINES", "DRF", "FIFO", "Gavel", "OASiS", "OASiSAdmitAll", "Offer", "Optimus", "Pollux",
+           "PriceTerms", "Tetris", "Tiresias"]
 
 #: name -> class, for reports and the CLI (each class built with its defaults).
 #: ``oasis-admit-all`` is OASiS' pricing without its rejections, for a fair JCT comparison.
 BASELINES = {"fifo": FIFO, "drf": DRF, "tetris": Tetris, "tiresias": Tiresias,
-             "optimus": Optimus, "oasis": OASiS, "oasis-admit-all": OASiSAdmitAll, "gavel": Gavel}
+             "optimus": Optimus, "oasis": OASiS, "oasis-admit-all": OASiSAdmitAll, "gavel": Gavel,
+             "pollux": Pollux}

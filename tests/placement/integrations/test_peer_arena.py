@@ -19,6 +19,7 @@ from placement.integrations.measured_speed import UNMEASURED, entry_placements, 
 from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate, replica_limit,
                                                    speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
+from placement.online.baselines import Pollux
 from placement.online.registry import POLICIES, make_policy
 from placement.online.scheduler import OnlineScheduler
 
@@ -196,6 +197,17 @@ def test_adaptive_count_goes_up_to_the_simulators_limit_and_never_down():
     assert replica_limit(types.SimpleNamespace(max_replicas=1), fixed) == 1
 
 
+def test_a_policy_that_sizes_jobs_as_pollux_is_offered_pollux_cap():
+    # our pollux: its objective sizes the jobs, so it gets Pollux's own cap (2 here), not
+    # the useful count (8, as above) or the simulator's limit (12), at every information level
+    sim = types.SimpleNamespace(pollux=types.SimpleNamespace(PolluxPolicy=object))
+    info = types.SimpleNamespace(max_replicas=2)
+    for information in ("oracle", "none"):
+        adapter = make_adapter(sim, Pollux(), "adaptive", clock=lambda: 0.0, sim_jobs=dict,
+                               information=information)
+        assert adapter._useful_count("j", info, _AdaptiveJob(penalty=0.5), 4) == 2
+
+
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_a_job_revised_below_its_running_tasks_keeps_running_with_fewer(name):
     # 8 workers in slot 0; the cluster then says only 4 are worth having (max_workers 4):
@@ -358,7 +370,8 @@ ncf-99,40000,ncf,2,32768
 
 
 @pytest.mark.parametrize("mode, policy", [("fixed", "tiresias"), ("fixed", "greedy"),
-                                          ("tuned", "optimus"), ("tuned", "peer:optimus")])
+                                          ("tuned", "optimus"), ("tuned", "peer:optimus"),
+                                          ("adaptive", "pollux")])
 def test_adapter_runs_a_few_jobs_in_the_peer_simulator(tmp_path, mode, policy):
     py = _needs_peer()
     workload = tmp_path / "small.csv"

@@ -1,0 +1,107 @@
+"""Our Pollux: the exact search over worker counts, and each rule of its objective on a
+hand-built view (expected counts worked out by hand in the comments)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from placement.model.speed import SpeedTable
+from placement.online.baselines.pollux import FLOOR, Pollux, counts, speedup_values
+from placement.online.policy import JobState, View
+
+from .. import builders as B
+
+
+def brute(values, cost, capacity):
+    """The best total over every combination of counts (the reference for ``counts``)."""
+    best = -np.inf
+    for combo in itertools.product(*(range(len(v)) for v in values)):
+        if sum(w * c for w, c in zip(combo, cost)) <= capacity:
+            best = max(best, sum(v[w] for v, w in zip(values, combo)))
+    return best
+
+
+def test_counts_is_exact_against_every_combination():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        m = int(rng.integers(1, 5))
+        values = []
+        for _ in range(m):
+            v = -np.sort(rng.uniform(0.1, 5, size=int(rng.integers(1, 6))))[::-1].copy()
+            v[0] = -100.0
+            if rng.random() < 0.3 and len(v) > 2:
+                v[1] = -np.inf  # a min_workers of 2
+            values.append(v)
+        cost = [int(c) for c in rng.integers(0, 3, size=m)]
+        capacity = int(rng.integers(0, 9))
+        chosen = counts(values, cost, capacity)
+        assert sum(w * c for w, c in zip(chosen, cost)) <= capacity
+        assert sum(v[w] for v, w in zip(values, chosen)) == pytest.approx(brute(values, cost, capacity))
+
+
+def test_counts_by_hand():
+    # 4 units: (2, 2) totals -1.4, (3, 1) -1.45, (1, 3) -1.85, and a job left out -1000
+    a = np.array([-1000, -1, -0.5, -0.45, -0.44])
+    b = np.array([-1000, -1, -0.9, -0.85, -0.8])
+    assert counts([a, b], [1, 1], 4) == [2, 2]
+
+
+def linear(id: str, most: int = 8, **kw):
+    """An elastic job whose rate is its worker count on one machine (spread: the same)."""
+    rates = tuple(float(w) for w in range(1, most + 1))
+    return B.job(id, ps={}, max_workers=most, speed=SpeedTable(1, rates, ((2, rates),)), **kw)
+
+
+def flat(id: str, most: int = 8):
+    """An elastic job that runs no faster on more than one worker."""
+    rates = (1.0,) * most
+    return B.job(id, ps={}, max_workers=most, speed=SpeedTable(1, rates, ((2, rates),)))
+
+
+def view(*jobs, t: int = 0, gpus: int = 8, **states) -> View:
+    topo = B.single(B.machine("m0", gpu=gpus))
+    inst = B.instance(topo, *jobs, T=t + 4, resources=("gpu",))
+    js = {}
+    for job in jobs:
+        s = dict(done=0.0, attained=0.0, previous={}, last_ran=None)
+        s.update(states.get(job.id, {}))
+        js[job.id] = JobState(job, **s)
+    return View(t, inst, js, 4)
+
+
+def placed(decision) -> dict[str, int]:
+    return {j: sum(w for w, _ in tasks.values()) for j, tasks in decision.items()}
+
+
+def test_equal_jobs_share_the_cluster_evenly():
+    # sum of 1 / speedup with speedups in proportion to the counts: least at an even split
+    got = placed(Pollux().decide(view(linear("a"), linear("b"), linear("c"))))
+    assert sorted(got.values()) == [2, 3, 3]
+
+
+def test_every_job_runs_before_any_job_gets_a_second_worker():
+    # 4 GPUs, 6 jobs: a job without workers costs 1 / FLOOR, so 4 jobs run on one each
+    jobs = [linear(f"j{i}") for i in range(6)]
+    got = placed(Pollux().decide(view(*jobs, gpus=4)))
+    assert sorted(got.values()) == [1, 1, 1, 1]
+
+
+def test_a_job_that_does_not_scale_keeps_one_worker():
+    # b runs no faster on more workers; a's speedup grows with each: b 1, a the other 7
+    assert placed(Pollux().decide(view(linear("a"), flat("b")))) == {"a": 7, "b": 1}
+
+
+def test_the_restart_factor_by_hand():
+    # slot 2 of 10 s: age 30 s; restart 30 s. No change so far: factor (30 - 0) / 60 = 1/2,
+    # and a lone linear job still grows from 2 to 8 workers (8/2 > 2/1)
+    job = linear("a", restart_seconds=30)
+    ran = dict(previous={"m0": (2, 0)}, last_ran=1)
+    assert placed(Pollux().decide(view(job, t=2, a=dict(ran, changes=0)))) == {"a": 8}
+    # one change already: factor max(30 - 30, 0) / 60 = 0, any other count is worth nothing
+    v = view(job, t=2, a=dict(ran, changes=1))
+    assert placed(Pollux().decide(v)) == {"a": 2}
+    values = speedup_values(v, v.residual(), v.jobs["a"], 1)
+    assert values[3] == pytest.approx(-1 / FLOOR)
+    assert values[2] > values[3]
