@@ -2,6 +2,11 @@
 every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
+0. *Shares* (``share_caps=True``, below ``oracle`` only): each elastic job may have at most
+   the worker count Pollux's objective gives it (:mod:`placement.online.sharing`: the power
+   mean, p = -1, of the jobs' speedups over their fair share, restarts discounted), so the
+   window, which orders by sizes it does not know, shares the cluster as that objective
+   does where no size tells the jobs apart; the view the later steps see has those caps.
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
@@ -78,6 +83,7 @@ from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
+from placement.online.sharing import capped_view, share_counts
 from placement.slots.rules import decide_slot
 
 #: the window models the policy can use, by name (module docstring, step 3)
@@ -125,8 +131,10 @@ class LPRoundingPolicy:
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
-                 buckets: str = "geometric", executor: Any = None):
-        """``executor``: where the partitions' window chains run. None: a pool of ``threads``
+                 buckets: str = "geometric", executor: Any = None, share_caps: bool = False):
+        """``share_caps``: below ``oracle``, each elastic job may have at most its power-mean
+        share of workers (:mod:`placement.online.sharing`; module docstring, step 0).
+        ``executor``: where the partitions' window chains run. None: a pool of ``threads``
         threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
         (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
         or a ``dask.distributed.Client``, which the caller opens and closes. Decisions are
@@ -148,13 +156,20 @@ class LPRoundingPolicy:
         self.select_limit = select_limit
         self.queue_charge = queue_charge
         self.executor = executor
+        self.share_caps = share_caps
+        #: the Pollux arena then offers each job up to Pollux's own exploration cap (the share decides)
+        self.uses_exploration_cap = share_caps
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
 
     def decide(self, view: View) -> dict[str, TaskDict]:
-        inst, t = view.instance, view.t
         timings = {"candidates": 0.0, "formulate": 0.0, "lp": 0.0}
+        if self.share_caps and not view.lengths_known and view.jobs:
+            clock = time.perf_counter()
+            view = capped_view(view, share_counts(view))
+            timings["share"] = time.perf_counter() - clock
+        inst, t = view.instance, view.t
         plans: dict[int, dict] = {}
         self.last_lp_value = 0.0
         end = t + 1

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from placement.model.speed import SpeedTable
-from placement.online.baselines.pollux import FLOOR, Pollux, counts, speedup_values
+from placement.online.baselines import Pollux
+from placement.online.sharing import FLOOR, counts, speedup_values
 from placement.online.policy import JobState, View
 
 from .. import builders as B

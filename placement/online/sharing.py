@@ -1,0 +1,159 @@
+"""The power-mean share: the worker counts Pollux's objective gives the active jobs.
+
+Pollux (Qiao et al., OSDI 2021, section 4.2; the peer's ``pollux.py``, ``Problem._evaluate``)
+allocates each round the counts that maximise the power mean with p = :data:`POWER` of the
+jobs' speedups. Per job and worker count W:
+
+1. Speedup: its rate on the fewest machines that hold W (its speed table's entry, or
+   MODEL.md 4; the fastest of its GPU types: Pollux has none) over its rate at its fair share
+   F = ceil(workers the cluster holds / active jobs) (Pollux's base goodput at
+   ``fair_replicas``), times its worker's dominant share of the cluster times the machine
+   count (so one machine's share is worth about 1).
+2. Restarts: a count other than last slot's multiplies that speedup by
+   max(age - changes x delay, 0) / (age + delay), age the seconds since submission (to the
+   end of this slot), changes its restarts so far, delay its ``restart_seconds`` (Pollux:
+   30 s, its simulator's re-scale time).
+3. Objective: the power mean of (speedup + :data:`FLOOR`) over the active jobs, maximised:
+   with p = -1, the sum of 1 / (speedup + FLOOR) minimised, so a job without workers costs
+   1 / FLOOR and every job runs while the cluster holds one worker of each.
+4. Search: exact over worker counts (:func:`counts`, a knapsack over the cluster's units of
+   the resource the jobs' workers bind on), where Pollux searches allocations, placement
+   included, with a genetic algorithm (NSGA-II, 100 generations of 100).
+
+It reads no job length. Our ``pollux`` baseline places these counts; ``lp-rounding`` below
+``oracle`` may cap its elastic jobs at them (``share_caps``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from placement.model.instance import Job
+from placement.online.policy import JobState, View
+from placement.slots.residual import Residual
+
+__all__ = ["FLOOR", "POWER", "capped_view", "counts", "share_counts", "speedup_values"]
+
+#: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
+POWER = -1.0
+#: added to every speedup before the power mean (pollux.py: ``scaled_speedups + 1e-3``)
+FLOOR = 1e-3
+
+
+def share_counts(view: View) -> dict[str, int]:
+    """Each active job's worker count under rules 1-4 (module docstring)."""
+    if not view.jobs:
+        return {}
+    order = sorted(view.jobs, key=lambda j: (view.jobs[j].job.arrival, j))
+    res = view.residual()
+    capacity, cost = _budget(res, [view.jobs[j].job for j in order])
+    values = [speedup_values(view, res, view.jobs[j], len(order)) for j in order]
+    return dict(zip(order, counts(values, cost, capacity)))
+
+
+def speedup_values(view: View, res: Residual, state: JobState, active: int) -> np.ndarray:
+    """Per worker count W = 0 .. the most the job may take, -(speedup + FLOOR) ** POWER:
+    the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR)."""
+    job = state.job
+    rate = _rate_by_count(res, job)
+    most = len(rate) - 1
+    values = np.full(most + 1, -np.inf)
+    values[0] = -FLOOR ** POWER
+    if most < 1:
+        return values
+    holds = int(res.worker_room(job).sum())
+    fair = rate[min(most, max(1, math.ceil(holds / active)))]
+    alpha, _ = res.demand(job)
+    totals = res.cap.sum(axis=0)
+    share = float(np.max(np.divide(alpha, totals, out=np.zeros_like(alpha), where=totals > 0)))
+    scale = share * len(res.machine_ids) / fair if fair > 0 else 0.0
+    age = (view.t - job.arrival + 1) * view.instance.slot_seconds
+    delay = job.restart_seconds
+    factor = max(age - state.changes * delay, 0.0) / (age + delay) if age + delay > 0 else 1.0
+    before = sum(w for w, _ in state.previous.values())
+    for w in range(max(1, job.min_workers), most + 1):
+        speedup = rate[w] * scale * (1.0 if w == before else factor)
+        values[w] = -(speedup + FLOOR) ** POWER
+    return values
+
+
+def _rate_by_count(res: Residual, job: Job) -> np.ndarray:
+    """The job's rate at W = 0 .. its most workers the empty cluster holds, each on the
+    fewest machines of one GPU type that hold W, the fastest type (rule 1)."""
+    room = res.worker_room(job)
+    most = min(job.max_workers, int(room.sum()))
+    rate = np.zeros(max(most, 0) + 1)
+    for g in res.job_types(job):
+        ok = res.may_hold_workers(job, g)
+        rooms = np.sort(room[ok])[::-1]
+        held = np.cumsum(rooms)
+        gbps = float(res.local_gbps[ok & (room > 0)].max()) if (ok & (room > 0)).any() else job.worker_gbps
+        for w in range(1, min(most, int(held[-1]) if len(held) else 0) + 1):
+            machines = int(np.searchsorted(held, w)) + 1
+            rate[w] = max(rate[w], job.rate(w, machines, gbps, g))
+    return rate
+
+
+def _budget(res: Residual, jobs: list[Job]) -> tuple[int, list[int]]:
+    """Rule 4's knapsack: the cluster's capacity in units of the resource the jobs' workers
+    bind on (the largest summed worker demand over its capacity; GPUs in practice), a unit
+    the smallest worker demand of it, and each job's units per worker (0: the job's
+    workers do not use it)."""
+    alpha = np.array([res.demand(job)[0] for job in jobs])
+    totals = res.cap.sum(axis=0)
+    load = np.divide(alpha.sum(axis=0), totals, out=np.zeros_like(totals), where=totals > 0)
+    k = int(np.argmax(load))
+    used = alpha[:, k][alpha[:, k] > 0]
+    if not len(used):
+        return 0, [0] * len(jobs)
+    unit = float(used.min())
+    return int(math.floor(totals[k] / unit + 1e-9)), [int(round(a / unit)) for a in alpha[:, k]]
+
+
+def counts(values: list[np.ndarray], cost: list[int], capacity: int) -> list[int]:
+    """The worker count of each job maximising the summed ``values[j][W]`` with the counts'
+    units (``cost[j]`` per worker) at most ``capacity``: exact, by dynamic programming over
+    the capacity used (ties: the fewest units used)."""
+    best = np.full(capacity + 1, -np.inf)
+    best[0] = 0.0
+    picks = []
+    for value, c in zip(values, cost):
+        new = np.full(capacity + 1, -np.inf)
+        pick = np.zeros(capacity + 1, dtype=np.int64)
+        for w in np.flatnonzero(np.isfinite(value)):
+            used = int(w) * c
+            if used > capacity:
+                break
+            shifted = best[:capacity + 1 - used] + value[w]
+            better = shifted > new[used:]
+            new[used:][better] = shifted[better]
+            pick[used:][better] = w
+        best = new
+        picks.append(pick)
+    left = int(np.argmax(best))
+    out = []
+    for pick, c in zip(reversed(picks), reversed(cost)):
+        w = int(pick[left])
+        out.append(w)
+        left -= w * c
+    return out[::-1]
+
+
+def capped_view(view: View, share: dict[str, int]) -> View:
+    """``view`` with each elastic job (``min_workers < max_workers``) allowed at most its
+    ``share`` of workers (at least its ``min_workers``; its speed table cut to match): what
+    ``lp-rounding`` plans with under ``share_caps``. Gangs are left as they are."""
+    jobs: dict[str, Job] = {}
+    for j, state in view.jobs.items():
+        job = state.job
+        if job.min_workers < job.max_workers:
+            cap = max(job.min_workers, min(job.max_workers, share.get(j, 0)))
+            if cap < job.max_workers:
+                job = dataclasses.replace(job, max_workers=cap,
+                                          speed=None if job.speed is None else job.speed.cut(cap))
+        jobs[j] = job
+    instance = dataclasses.replace(view.instance, jobs=tuple(jobs.get(job.id, job) for job in view.instance.jobs))
+    states = {j: dataclasses.replace(state, job=jobs[j]) for j, state in view.jobs.items()}
+    return dataclasses.replace(view, instance=instance, jobs=states)
