@@ -1,8 +1,7 @@
 """Pollux: the power mean of the jobs' speedups over their fair share, each round."""
 from __future__ import annotations
 
-from placement.online.baselines._common import settle, workers
-from placement.online.baselines.optimus import Optimus
+from placement.online.baselines._common import place_count, settle, workers
 from placement.online.policy import TaskDict, View
 from placement.online.sharing import share_counts
 
@@ -21,10 +20,10 @@ class Pollux:
        p = -1 over the jobs' speedups relative to their fair share, a count change discounted
        by the restart it costs), exact over worker counts where Pollux searches with a
        genetic algorithm.
-    2. Placement, which Pollux searches and ours does not: a job's count is placed on the
-       fewest machines (Optimus' rule 3), a job keeping its count keeps its machines when
-       they fit (:func:`settle`), and a count that cannot be placed is lowered until it can;
-       jobs keeping their count first, then the largest.
+    2. Placement, which Pollux searches and ours does not: a job keeping its count keeps its
+       machines when they fit, another goes on one machine when one holds it, else in the
+       smallest subtree (:func:`place_count`, ``Residual.find``), and a count that cannot be
+       placed is lowered until it can; jobs keeping their count first, then the largest.
     """
 
     name = "pollux"
@@ -42,7 +41,7 @@ class Pollux:
         for j in sorted(order, key=lambda j: (workers(view.jobs[j].previous) != want[j], -want[j], j)):
             state, n = view.jobs[j], want[j]
             while n >= max(1, state.job.min_workers):
-                tasks = Optimus._place(res, state, n)
+                tasks = place_count(res, state, n)
                 if tasks is not None:
                     decided[j] = tasks
                     break

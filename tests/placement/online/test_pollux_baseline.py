@@ -1,7 +1,9 @@
-"""Our Pollux: the exact search over worker counts, and each rule of its objective on a
-hand-built view (expected counts worked out by hand in the comments)."""
+"""The power-mean share (placement.online.sharing) and our Pollux: the exact search over
+worker counts, each rule of the objective on a hand-built view (expected counts worked out
+by hand in the comments), and the share as lp-rounding's caps below oracle."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -9,7 +11,8 @@ import pytest
 
 from placement.model.speed import SpeedTable
 from placement.online.baselines import Pollux
-from placement.online.sharing import FLOOR, counts, speedup_values
+from placement.online.lp_policy import LPRoundingPolicy
+from placement.online.sharing import FLOOR, capped_view, counts, share_counts, speedup_values
 from placement.online.policy import JobState, View
 
 from .. import builders as B
@@ -106,3 +109,28 @@ def test_the_restart_factor_by_hand():
     values = speedup_values(v, v.residual(), v.jobs["a"], 1)
     assert values[3] == pytest.approx(-1 / FLOOR)
     assert values[2] > values[3]
+
+
+# ----- the share as lp-rounding's caps ---------------------------------------------------------
+def test_capped_view_cuts_elastic_jobs_to_their_share_and_leaves_gangs():
+    gang = B.job("g", ps={}, min_workers=2, max_workers=2)
+    v = view(linear("a"), linear("b"), gang)
+    capped = capped_view(v, {"a": 3, "b": 0, "g": 1})
+    assert capped.jobs["a"].job.max_workers == 3 and capped.jobs["a"].job.speed.max_workers == 3
+    assert capped.jobs["b"].job.max_workers == 1             # never below min_workers
+    assert capped.jobs["g"].job is v.jobs["g"].job             # a gang as it was
+    assert [j.max_workers for j in capped.instance.jobs] == [3, 1, 2]
+    assert v.jobs["a"].job.max_workers == 8                    # the view given is unchanged
+
+
+def test_lp_rounding_with_share_caps_keeps_each_elastic_job_within_its_share_below_oracle():
+    jobs = [linear(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]
+    none = dataclasses.replace(view(*jobs), information="none")
+    share = share_counts(none)
+    assert sorted(share.values()) == [2, 3, 3]
+    got = placed(LPRoundingPolicy(share_caps=True, threads=1).decide(none))
+    assert got and all(got[j] <= share[j] for j in got)
+    # at oracle the option changes nothing: the sizes are known, the window orders by them
+    oracle = view(*jobs)
+    assert (LPRoundingPolicy(share_caps=True, threads=1).decide(oracle)
+            == LPRoundingPolicy(threads=1).decide(oracle))
