@@ -157,7 +157,8 @@ class LPRoundingPolicy:
         self.queue_charge = queue_charge
         self.executor = executor
         self.share_caps = share_caps
-        #: the Pollux arena then offers each job up to Pollux's own exploration cap (the share decides)
+        #: the Pollux arena then offers each job up to Pollux's own exploration cap, at every
+        #: information level (below ``oracle`` the share decides the count under it)
         self.uses_exploration_cap = share_caps
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
@@ -320,3 +321,15 @@ class LPAggregatedPolicy(LPRoundingPolicy):
 
     def __init__(self, **options):
         super().__init__(model="aggregated", **options)
+
+
+class LPSharePolicy(LPRoundingPolicy):
+    """``lp-rounding`` with ``share_caps=True``: below ``oracle``, each elastic job capped at
+    its power-mean share (module docstring, step 0); measured beside the default before it
+    becomes one (docs/online.md, "Shares")."""
+
+    name = "lp-share"
+
+    def __init__(self, **options):
+        super().__init__(share_caps=True, **options)
+
