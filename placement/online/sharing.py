@@ -43,7 +43,7 @@ FLOOR = 1e-3
 
 
 def share_counts(view: View) -> dict[str, int]:
-    """Each active job's worker count under rules 1-4 (module docstring)."""
+    """Each active job's worker count under rules 1-4 (module docstring), in arrival order."""
     if not view.jobs:
         return {}
     order = sorted(view.jobs, key=lambda j: (view.jobs[j].job.arrival, j))

@@ -35,7 +35,7 @@ class Pollux:
         if not view.jobs:
             return {}
         want = share_counts(view)
-        order = sorted(view.jobs, key=lambda j: (view.jobs[j].job.arrival, j))
+        order = list(want)  # arrival order, as share_counts lists the jobs
         res = view.residual()
         decided: dict[str, TaskDict] = {}
         for j in sorted(order, key=lambda j: (workers(view.jobs[j].previous) != want[j], -want[j], j)):
