@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -42,20 +43,29 @@ POWER = -1.0
 FLOOR = 1e-3
 
 
-def share_counts(view: View) -> dict[str, int]:
-    """Each active job's worker count under rules 1-4 (module docstring), in arrival order."""
-    if not view.jobs:
+def share_counts(view: View, jobs: Sequence[str] | None = None,
+                 machines: np.ndarray | None = None) -> dict[str, int]:
+    """Each active job's worker count under rules 1-4 (module docstring), in arrival order;
+    or, given a partition (``jobs`` and the indices of its ``machines``), the counts of its
+    jobs on its machines alone, as if it were the cluster (POP: the knapsack's cost grows
+    with jobs x GPUs, so a large cluster's share is taken partition by partition)."""
+    ids = list(view.jobs) if jobs is None else list(jobs)
+    if not ids:
         return {}
-    order = sorted(view.jobs, key=lambda j: (view.jobs[j].job.arrival, j))
+    order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
     res = view.residual()
-    capacity, cost = _budget(res, [view.jobs[j].job for j in order])
-    values = [speedup_values(view, res, view.jobs[j], len(order)) for j in order]
+    if machines is not None:
+        res.close(np.setdiff1d(np.arange(len(res.machine_ids)), machines))
+    capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
+    values = [speedup_values(view, res, view.jobs[j], len(order), machines) for j in order]
     return dict(zip(order, counts(values, cost, capacity)))
 
 
-def speedup_values(view: View, res: Residual, state: JobState, active: int) -> np.ndarray:
+def speedup_values(view: View, res: Residual, state: JobState, active: int,
+                   machines: np.ndarray | None = None) -> np.ndarray:
     """Per worker count W = 0 .. the most the job may take, -(speedup + FLOOR) ** POWER:
-    the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR)."""
+    the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR),
+    the cluster being ``machines`` (indices; None: all) and ``active`` jobs."""
     job = state.job
     rate = _rate_by_count(res, job)
     most = len(rate) - 1
@@ -66,9 +76,10 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int) -> n
     holds = int(res.worker_room(job).sum())
     fair = rate[min(most, max(1, math.ceil(holds / active)))]
     alpha, _ = res.demand(job)
-    totals = res.cap.sum(axis=0)
+    cap = res.cap if machines is None else res.cap[machines]
+    totals = cap.sum(axis=0)
     share = float(np.max(np.divide(alpha, totals, out=np.zeros_like(alpha), where=totals > 0)))
-    scale = share * len(res.machine_ids) / fair if fair > 0 else 0.0
+    scale = share * len(cap) / fair if fair > 0 else 0.0
     age = (view.t - job.arrival + 1) * view.instance.slot_seconds
     delay = job.restart_seconds
     factor = max(age - state.changes * delay, 0.0) / (age + delay) if age + delay > 0 else 1.0
@@ -96,13 +107,13 @@ def _rate_by_count(res: Residual, job: Job) -> np.ndarray:
     return rate
 
 
-def _budget(res: Residual, jobs: list[Job]) -> tuple[int, list[int]]:
-    """Rule 4's knapsack: the cluster's capacity in units of the resource the jobs' workers
-    bind on (the largest summed worker demand over its capacity; GPUs in practice), a unit
-    the smallest worker demand of it, and each job's units per worker (0: the job's
-    workers do not use it)."""
+def _budget(res: Residual, jobs: list[Job], machines: np.ndarray | None = None) -> tuple[int, list[int]]:
+    """Rule 4's knapsack: the capacity of the cluster (``machines``; None: all) in units of
+    the resource the jobs' workers bind on (the largest summed worker demand over its
+    capacity; GPUs in practice), a unit the smallest worker demand of it, and each job's
+    units per worker (0: the job's workers do not use it)."""
     alpha = np.array([res.demand(job)[0] for job in jobs])
-    totals = res.cap.sum(axis=0)
+    totals = (res.cap if machines is None else res.cap[machines]).sum(axis=0)
     load = np.divide(alpha.sum(axis=0), totals, out=np.zeros_like(totals), where=totals > 0)
     k = int(np.argmax(load))
     used = alpha[:, k][alpha[:, k] > 0]
