@@ -54,8 +54,6 @@ def share_counts(view: View, jobs: Sequence[str] | None = None,
         return {}
     order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
     res = view.residual()
-    if machines is not None:
-        res.close(np.setdiff1d(np.arange(len(res.machine_ids)), machines))
     capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
     values = [speedup_values(view, res, view.jobs[j], len(order), machines) for j in order]
     return dict(zip(order, counts(values, cost, capacity)))
@@ -67,13 +65,13 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int,
     the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR),
     the cluster being ``machines`` (indices; None: all) and ``active`` jobs."""
     job = state.job
-    rate = _rate_by_count(res, job)
+    rate = _rate_by_count(res, job, machines)
     most = len(rate) - 1
     values = np.full(most + 1, -np.inf)
     values[0] = -FLOOR ** POWER
     if most < 1:
         return values
-    holds = int(res.worker_room(job).sum())
+    holds = int(res.worker_room(job, machines).sum())
     fair = rate[min(most, max(1, math.ceil(holds / active)))]
     alpha, _ = res.demand(job)
     cap = res.cap if machines is None else res.cap[machines]
@@ -90,20 +88,21 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int,
     return values
 
 
-def _rate_by_count(res: Residual, job: Job) -> np.ndarray:
+def _rate_by_count(res: Residual, job: Job, machines: np.ndarray | None = None) -> np.ndarray:
     """The job's rate at W = 0 .. its most workers the empty cluster holds, each on the
-    fewest machines of one GPU type that hold W, the fastest type (rule 1)."""
-    room = res.worker_room(job)
+    fewest machines of one GPU type that hold W, the fastest type (rule 1), among ``machines``."""
+    hs = np.arange(len(res.machine_ids)) if machines is None else machines
+    room = res.worker_room(job, hs)
     most = min(job.max_workers, int(room.sum()))
     rate = np.zeros(max(most, 0) + 1)
     for g in res.job_types(job):
-        ok = res.may_hold_workers(job, g)
+        ok = res.may_hold_workers(job, g)[hs]
         rooms = np.sort(room[ok])[::-1]
         held = np.cumsum(rooms)
-        gbps = float(res.local_gbps[ok & (room > 0)].max()) if (ok & (room > 0)).any() else job.worker_gbps
+        gbps = float(res.local_gbps[hs][ok & (room > 0)].max()) if (ok & (room > 0)).any() else job.worker_gbps
         for w in range(1, min(most, int(held[-1]) if len(held) else 0) + 1):
-            machines = int(np.searchsorted(held, w)) + 1
-            rate[w] = max(rate[w], job.rate(w, machines, gbps, g))
+            fewest = int(np.searchsorted(held, w)) + 1
+            rate[w] = max(rate[w], job.rate(w, fewest, gbps, g))
     return rate
 
 

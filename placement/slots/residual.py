@@ -88,12 +88,6 @@ class Residual(SpreadSearch):
             self._stamp[hs] = self._version
             self._node_free_ok[self._anc[hs]] = False  # (-1: the last node too, harmless)
 
-    def close(self, hs: np.ndarray) -> None:
-        """Machines ``hs`` (indices) take nothing this slot: a part of the cluster planned
-        as if the rest were not there (a partition's own share, for one)."""
-        self.free[hs] = 0.0
-        self._changed(np.asarray(hs, dtype=np.int64))
-
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, dict]:
         """The current state, to :meth:`restore` after a tentative change."""
         return self.free.copy(), self.link_free.copy(), dict(self._held)
