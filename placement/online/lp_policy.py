@@ -2,14 +2,14 @@
 every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
-0. *Shares* (below ``oracle``, on a cluster of one GPU type; ``share_caps``): each elastic
-   job may have at most the worker count Pollux's objective gives it
+0. *Shares* (``share_caps=True``, below ``oracle`` only; off by default): each elastic job
+   may have at most the worker count Pollux's objective gives it
    (:mod:`placement.online.sharing`: the power mean, p = -1, of the jobs' speedups over
    their fair share, restarts discounted), so the window, which orders by sizes it does not
    know, shares the cluster as that objective does where no size tells the jobs apart; the
-   view the later steps see has those caps. The share knows no GPU types (Pollux's), so
-   where the cluster mixes them the window decides alone (docs/online.md, "Shares"). With
-   several partitions (step 1) each takes its share on its own machines.
+   view the later steps see has those caps. With several partitions (step 1) each takes its
+   share on its own machines. Not the default: it gains in the Pollux arena and loses on
+   heavy-tailed Philly samples and in the Sia arena (docs/online.md, "Shares").
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
@@ -134,10 +134,9 @@ class LPRoundingPolicy:
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
-                 buckets: str = "geometric", executor: Any = None, share_caps: bool | None = None):
+                 buckets: str = "geometric", executor: Any = None, share_caps: bool = False):
         """``share_caps``: below ``oracle``, each elastic job may have at most its power-mean
-        share of workers (:mod:`placement.online.sharing`; module docstring, step 0): True
-        always, False never, None (the default) where the cluster has one GPU type.
+        share of workers (:mod:`placement.online.sharing`; module docstring, step 0).
         ``executor``: where the partitions' window chains run. None: a pool of ``threads``
         threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
         (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
@@ -161,16 +160,16 @@ class LPRoundingPolicy:
         self.queue_charge = queue_charge
         self.executor = executor
         self.share_caps = share_caps
-        #: the Pollux arena (one GPU type) then offers each job up to Pollux's own exploration
-        #: cap, at every information level (below ``oracle`` the share decides the count under it)
-        self.uses_exploration_cap = share_caps is not False
+        #: the Pollux arena then offers each job up to Pollux's own exploration cap, at every
+        #: information level (below ``oracle`` the share decides the count under it)
+        self.uses_exploration_cap = share_caps
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
 
     def decide(self, view: View) -> dict[str, TaskDict]:
         timings = {"candidates": 0.0, "formulate": 0.0, "lp": 0.0}
-        if self._shares(view):
+        if self.share_caps and not view.lengths_known and view.jobs:
             clock = time.perf_counter()
             share: dict[str, int] = {}
             for jobs, machines in partitions(view, self.jobs_per_partition):
@@ -226,12 +225,6 @@ class LPRoundingPolicy:
         timings["partitions"] = len(parts) if view.jobs else 0
         self.last_timings = timings
         return placed
-
-    def _shares(self, view: View) -> bool:
-        """Does step 0 cap this decision's elastic jobs at their shares?"""
-        if view.lengths_known or not view.jobs or self.share_caps is False:
-            return False
-        return self.share_caps or len(view.instance.topology.gpu_types) <= 1
 
     @contextmanager
     def _runner(self, cluster: Instance, count: int, start: int) -> Iterator[Callable]:
@@ -338,8 +331,8 @@ class LPAggregatedPolicy(LPRoundingPolicy):
 
 class LPSharePolicy(LPRoundingPolicy):
     """``lp-rounding`` with ``share_caps=True``: below ``oracle``, each elastic job capped at
-    its power-mean share (module docstring, step 0) on every cluster, GPU types mixed or not
-    (``lp-rounding`` caps only where the cluster has one type; docs/online.md, "Shares")."""
+    its power-mean share (module docstring, step 0); not the default, which it beats in the
+    Pollux arena and loses to elsewhere (docs/online.md, "Shares")."""
 
     name = "lp-share"
 

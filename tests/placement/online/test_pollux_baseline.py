@@ -133,24 +133,7 @@ def test_lp_rounding_with_share_caps_keeps_each_elastic_job_within_its_share_bel
     # at oracle the option changes nothing: the sizes are known, the window orders by them
     oracle = view(*jobs)
     assert (LPRoundingPolicy(share_caps=True, threads=1).decide(oracle)
-            == LPRoundingPolicy(share_caps=False, threads=1).decide(oracle))
-
-
-def test_lp_rounding_caps_at_the_share_by_default_only_where_the_cluster_has_one_gpu_type():
-    jobs = [linear(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]
-    one = dataclasses.replace(view(*jobs), information="none")
-    assert LPRoundingPolicy(threads=1)._shares(one) and not LPRoundingPolicy(share_caps=False)._shares(one)
-    assert (LPRoundingPolicy(threads=1).decide(one)
-            == LPRoundingPolicy(share_caps=True, threads=1).decide(one))
-    # two machines of two types: the share knows no types, so the window decides alone
-    topo = B.star(dataclasses.replace(B.machine("m0", gpu=4), gpu_type="a100"),
-                  dataclasses.replace(B.machine("m1", gpu=4), gpu_type="t4"))
-    inst = dataclasses.replace(one.instance, topology=topo)
-    mixed = dataclasses.replace(one, instance=inst)
-    assert not LPRoundingPolicy()._shares(mixed) and LPRoundingPolicy(share_caps=True)._shares(mixed)
-    assert LPRoundingPolicy(threads=1).decide(mixed) == LPRoundingPolicy(share_caps=False, threads=1).decide(mixed)
-    # told the lengths, never
-    assert not LPRoundingPolicy(share_caps=True)._shares(view(*jobs))
+            == LPRoundingPolicy(threads=1).decide(oracle))
 
 
 def test_a_partitions_share_is_the_share_of_its_machines_alone():
@@ -169,6 +152,6 @@ def test_a_partitions_share_is_the_share_of_its_machines_alone():
     assert got == expected == {"j0": 8, "j1": 8}
     assert sum(share_counts(whole).values()) == 32      # the whole cluster: all four, 32 GPUs
     # lp-rounding with two partitions keeps each job within its partition's share
-    policy = LPRoundingPolicy(threads=1, jobs_per_partition=2)
+    policy = LPRoundingPolicy(share_caps=True, threads=1, jobs_per_partition=2)
     placed_counts = placed(policy.decide(whole))
     assert placed_counts and all(w <= 8 for w in placed_counts.values())
