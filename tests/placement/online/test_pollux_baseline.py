@@ -12,6 +12,7 @@ import pytest
 from placement.model.speed import SpeedTable
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
+from placement.online.partitions import partitions
 from placement.online.sharing import FLOOR, capped_view, counts, share_counts, speedup_values
 from placement.online.policy import JobState, View
 
@@ -137,21 +138,45 @@ def test_lp_rounding_with_share_caps_keeps_each_elastic_job_within_its_share_bel
 
 
 def test_a_partitions_share_is_the_share_of_its_machines_alone():
-    # two racks of two 8-GPU machines; jobs j0, j1 with rack 0: their share there equals
-    # their share on a cluster of rack 0's machines only
-    jobs = [linear(f"j{i}", most=16) for i in range(4)]
+    # two racks of two 8-GPU machines; jobs j0 and j1 (unequal: 16 and 6 workers at most,
+    # j1 ran before) on rack 0: every term and the share on rack 0 of the whole cluster equal
+    # those on a cluster of rack 0's machines only
+    jobs = [linear("j0", most=16), linear("j1", most=6, restart_seconds=30), linear("j2", most=16),
+            linear("j3", most=16)]
+    topo = B.two_racks()
+    inst = B.instance(topo, *jobs, T=4)
+    ran = {"j1": dict(previous={"a0": (2, 0)}, last_ran=1, changes=1, done=50.0)}
+    states = {j.id: JobState(j, **{**dict(done=0.0, attained=0.0, previous={}, last_ran=None), **ran.get(j.id, {})})
+              for j in jobs}
+    whole = dataclasses.replace(View(2, inst, states, 4), information="none")
+    rack0 = np.array([topo.machine_index["a0"], topo.machine_index["a1"]])
+    alone = B.instance(B.star(B.machine("a0"), B.machine("a1")), *jobs[:2], T=4)
+    small = dataclasses.replace(View(2, alone, {j: states[j] for j in ("j0", "j1")}, 4), information="none")
+    for j in ("j0", "j1"):
+        np.testing.assert_array_equal(speedup_values(whole, whole.residual(), states[j], 2, rack0),
+                                      speedup_values(small, small.residual(), states[j], 2))
+    got = share_counts(whole, ["j0", "j1"], rack0)
+    assert got == share_counts(small)
+    assert sum(got.values()) == 16 and got["j1"] <= 6
+    assert sum(share_counts(whole).values()) == 32      # the whole cluster: all four, 32 GPUs
+
+
+def test_lp_rounding_caps_each_partitions_jobs_at_the_share_of_that_partition():
+    # unequal jobs, three per partition at most: the caps are taken on the partitions the
+    # windows solve (capping changes max_workers, by which waiting jobs are dealt), so each
+    # job runs on the machines its share was taken on, within that share
+    jobs = [linear(f"j{i}", most=m, work_batches=1e5 * (i + 1)) for i, m in enumerate((16, 3, 12, 5, 9, 16))]
     topo = B.two_racks()
     inst = B.instance(topo, *jobs, T=4)
     states = {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs}
     whole = dataclasses.replace(View(0, inst, states, 4), information="none")
-    rack0 = np.array([topo.machine_index["a0"], topo.machine_index["a1"]])
-    got = share_counts(whole, ["j0", "j1"], rack0)
-    alone = B.instance(B.star(B.machine("a0"), B.machine("a1")), *jobs[:2], T=4)
-    expected = share_counts(dataclasses.replace(
-        View(0, alone, {j: states[j] for j in ("j0", "j1")}, 4), information="none"))
-    assert got == expected == {"j0": 8, "j1": 8}
-    assert sum(share_counts(whole).values()) == 32      # the whole cluster: all four, 32 GPUs
-    # lp-rounding with two partitions keeps each job within its partition's share
-    policy = LPRoundingPolicy(share_caps=True, threads=1, jobs_per_partition=2)
-    placed_counts = placed(policy.decide(whole))
-    assert placed_counts and all(w <= 8 for w in placed_counts.values())
+    parts = partitions(whole, 3)
+    assert len(parts) == 2
+    share, home = {}, {}
+    for members, machines in parts:
+        share.update(share_counts(whole, members, machines))
+        home.update({j: {topo.machines[h].id for h in machines} for j in members})
+    decision = LPRoundingPolicy(share_caps=True, threads=1, jobs_per_partition=3).decide(whole)
+    got = placed(decision)
+    assert got and all(got[j] <= share[j] for j in got)
+    assert all(set(decision[j]) <= home[j] for j in got)
