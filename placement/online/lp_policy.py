@@ -175,8 +175,9 @@ class LPRoundingPolicy:
         if self.share_caps and not view.lengths_known and view.jobs:
             clock = time.perf_counter()
             share: dict[str, int] = {}
+            res = view.residual()
             for jobs, machines in parts:
-                share.update(share_counts(view, jobs, machines))
+                share.update(share_counts(view, jobs, machines, res))
             view = capped_view(view, share)
             timings["share"] = time.perf_counter() - clock
         inst, t = view.instance, view.t
@@ -224,7 +225,7 @@ class LPRoundingPolicy:
             if alone != placed and self._window_cost(view, alone, {}, end) < self._window_cost(view, placed, plans, end):
                 placed = alone
             timings["select"] = time.perf_counter() - clock
-        timings["partitions"] = len(parts) if view.jobs else 0
+        timings["partitions"] = len(parts)
         self.last_timings = timings
         return placed
 
@@ -340,4 +341,3 @@ class LPSharePolicy(LPRoundingPolicy):
 
     def __init__(self, **options):
         super().__init__(share_caps=True, **options)
-

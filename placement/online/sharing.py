@@ -43,17 +43,18 @@ POWER = -1.0
 FLOOR = 1e-3
 
 
-def share_counts(view: View, jobs: Sequence[str] | None = None,
-                 machines: np.ndarray | None = None) -> dict[str, int]:
+def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
+                 res: Residual | None = None) -> dict[str, int]:
     """Each active job's worker count under rules 1-4 (module docstring), in arrival order;
     or, given a partition (``jobs`` and the indices of its ``machines``), the counts of its
     jobs on its machines alone, as if it were the cluster (POP: the knapsack's cost grows
-    with jobs x GPUs, so a large cluster's share is taken partition by partition)."""
+    with jobs x GPUs, so a large cluster's share is taken partition by partition). ``res``:
+    ``view.residual()``, built once by a caller taking every partition's share."""
     ids = list(view.jobs) if jobs is None else list(jobs)
     if not ids:
         return {}
     order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
-    res = view.residual()
+    res = view.residual() if res is None else res
     capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
     values = [speedup_values(view, res, view.jobs[j], len(order), machines) for j in order]
     return dict(zip(order, counts(values, cost, capacity)))
