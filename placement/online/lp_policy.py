@@ -3,13 +3,15 @@ every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
 0. *Shares* (``share_caps=True``, below ``oracle`` only; off by default): each elastic job
-   may have at most the worker count Pollux's objective gives it
-   (:mod:`placement.online.sharing`: the power mean, p = -1, of the jobs' speedups over
-   their fair share, restarts discounted), so the window, which orders by sizes it does not
-   know, shares the cluster as that objective does where no size tells the jobs apart; the
-   view the later steps see has those caps. With several partitions (step 1) each takes its
-   share on its own machines. Not the default: it gains in the Pollux arena and loses on
-   heavy-tailed Philly samples and in the Sia arena (docs/online.md, "Shares").
+   whose speedup bends (:func:`~placement.online.sharing.bent_jobs`: the exponent of its
+   rates fitted as W ** p below :data:`~placement.online.sharing.LINEAR_BEND`) may have at
+   most the worker count Pollux's objective gives it (:mod:`placement.online.sharing`: the
+   power mean, p = -1, of the jobs' speedups over their fair share, restarts discounted), so
+   the window, which orders by sizes it does not know, shares the cluster as that objective
+   does where no size tells the jobs apart and a wider job wastes workers; jobs whose speedup
+   is linear are left to the window (running the shortest first is then optimal). The view
+   the later steps see has those caps. With several partitions (step 1) each takes its
+   share on its own machines. Not the default (docs/online.md, "Shares").
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
@@ -86,7 +88,7 @@ from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
-from placement.online.sharing import capped_view, share_counts
+from placement.online.sharing import bent_jobs, capped_view, share_counts
 from placement.slots.rules import decide_slot
 
 #: the window models the policy can use, by name (module docstring, step 3)
@@ -135,8 +137,9 @@ class LPRoundingPolicy:
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
                  buckets: str = "geometric", executor: Any = None, share_caps: bool = False):
-        """``share_caps``: below ``oracle``, each elastic job may have at most its power-mean
-        share of workers (:mod:`placement.online.sharing`; module docstring, step 0).
+        """``share_caps``: below ``oracle``, each elastic job whose speedup bends may have at
+        most its power-mean share of workers (:mod:`placement.online.sharing`; module
+        docstring, step 0).
         ``executor``: where the partitions' window chains run. None: a pool of ``threads``
         threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
         (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
@@ -177,7 +180,8 @@ class LPRoundingPolicy:
             share: dict[str, int] = {}
             res = view.residual()
             for jobs, machines in parts:
-                share.update(share_counts(view, jobs, machines, res))
+                bent = bent_jobs(view, jobs, machines, res)
+                share.update((j, c) for j, c in share_counts(view, jobs, machines, res).items() if j in bent)
             view = capped_view(view, share)
             timings["share"] = time.perf_counter() - clock
         inst, t = view.instance, view.t
@@ -333,9 +337,9 @@ class LPAggregatedPolicy(LPRoundingPolicy):
 
 
 class LPSharePolicy(LPRoundingPolicy):
-    """``lp-rounding`` with ``share_caps=True``: below ``oracle``, each elastic job capped at
-    its power-mean share (module docstring, step 0); not the default, which it beats in the
-    Pollux arena and loses to elsewhere (docs/online.md, "Shares")."""
+    """``lp-rounding`` with ``share_caps=True``: below ``oracle``, each elastic job whose
+    speedup bends capped at its power-mean share (module docstring, step 0); not the default
+    (docs/online.md, "Shares")."""
 
     name = "lp-share"
 

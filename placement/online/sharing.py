@@ -35,12 +35,15 @@ from placement.model.instance import Job
 from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
 
-__all__ = ["FLOOR", "POWER", "capped_view", "counts", "share_counts", "speedup_values"]
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "bend", "bent_jobs", "capped_view", "counts", "share_counts",
+           "speedup_values"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
 #: added to every speedup before the power mean (pollux.py: ``scaled_speedups + 1e-3``)
 FLOOR = 1e-3
+#: a job whose speedup's fitted exponent (:func:`bend`) is at least this is taken as linear
+LINEAR_BEND = 0.95
 
 
 def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
@@ -87,6 +90,38 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int,
         speedup = rate[w] * scale * (1.0 if w == before else factor)
         values[w] = -(speedup + FLOOR) ** POWER
     return values
+
+
+def bent_jobs(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
+              res: Residual | None = None) -> set[str]:
+    """The elastic jobs of ``jobs`` (None: every active job) whose speedup bends: the exponent
+    p of their rates on the fewest machines (rule 1, among ``machines``) as W ** p
+    (:func:`bend`) below :data:`LINEAR_BEND`. Why only those: with a linear speedup a worker
+    does as much on a wide job as on a narrow one, so no share gains anything and running
+    the shortest first is optimal (SRPT; heSRPT, Berg et al. 2020, tends to it as p tends to
+    1); a share pays where the speedup bends, each worker less useful than the last."""
+    res = view.residual() if res is None else res
+    out = set()
+    for j in (view.jobs if jobs is None else jobs):
+        job = view.jobs[j].job
+        if job.min_workers < job.max_workers:
+            if bend(_rate_by_count(res, job, machines), max(1, job.min_workers)) < LINEAR_BEND:
+                out.add(j)
+    return out
+
+
+def bend(rate: np.ndarray, lo: int) -> float:
+    """The exponent p of rate(W) = rate(lo) (W / lo) ** p, by least squares in logs over the
+    counts W > ``lo`` of positive rate (``rate`` indexed by W): 1 for a linear speedup, 0 for
+    one that gains nothing from more workers; 1 when no larger count runs."""
+    if lo >= len(rate) or rate[lo] <= 0:
+        return 1.0
+    w = np.arange(lo + 1, len(rate))
+    w = w[rate[w] > 0]
+    if not len(w):
+        return 1.0
+    x, y = np.log(w / lo), np.log(rate[w] / rate[lo])
+    return float((x @ y) / (x @ x))
 
 
 def _rate_by_count(res: Residual, job: Job, machines: np.ndarray | None = None) -> np.ndarray:
@@ -153,13 +188,14 @@ def counts(values: list[np.ndarray], cost: list[int], capacity: int) -> list[int
 
 
 def capped_view(view: View, share: dict[str, int]) -> View:
-    """``view`` with each elastic job (``min_workers < max_workers``) allowed at most its
-    ``share`` of workers (at least its ``min_workers``; its speed table cut to match): what
-    ``lp-rounding`` plans with under ``share_caps``. Gangs are left as they are."""
+    """``view`` with each elastic job (``min_workers < max_workers``) of ``share`` allowed at
+    most its share of workers (at least its ``min_workers``; its speed table cut to match):
+    what ``lp-rounding`` plans with under a share. Gangs and the jobs ``share`` leaves out
+    are left as they are."""
     jobs: dict[str, Job] = {}
     for j, state in view.jobs.items():
         job = state.job
-        if job.min_workers < job.max_workers:
+        if job.min_workers < job.max_workers and j in share:
             cap = max(job.min_workers, min(job.max_workers, share.get(j, 0)))
             if cap < job.max_workers:
                 job = dataclasses.replace(job, max_workers=cap,

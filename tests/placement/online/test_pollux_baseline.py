@@ -13,7 +13,8 @@ from placement.model.speed import SpeedTable
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.partitions import partitions
-from placement.online.sharing import FLOOR, capped_view, counts, share_counts, speedup_values
+from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bent_jobs, capped_view, counts, share_counts,
+                                      speedup_values)
 from placement.online.policy import JobState, View
 
 from .. import builders as B
@@ -56,6 +57,12 @@ def test_counts_by_hand():
 def linear(id: str, most: int = 8, **kw):
     """An elastic job whose rate is its worker count on one machine (spread: the same)."""
     rates = tuple(float(w) for w in range(1, most + 1))
+    return B.job(id, ps={}, max_workers=most, speed=SpeedTable(1, rates, ((2, rates),)), **kw)
+
+
+def bent(id: str, most: int = 8, p: float = 0.5, **kw):
+    """An elastic job whose rate on W workers is W ** p (spread: the same): a speedup that bends."""
+    rates = tuple(float(w) ** p for w in range(1, most + 1))
     return B.job(id, ps={}, max_workers=most, speed=SpeedTable(1, rates, ((2, rates),)), **kw)
 
 
@@ -124,13 +131,35 @@ def test_capped_view_cuts_elastic_jobs_to_their_share_and_leaves_gangs():
     assert v.jobs["a"].job.max_workers == 8                    # the view given is unchanged
 
 
-def test_lp_rounding_with_share_caps_keeps_each_elastic_job_within_its_share_below_oracle():
-    jobs = [linear(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]
+def test_bend_is_the_exponent_of_a_power_speedup():
+    for p in (0.0, 0.3, 0.5, 0.8, 1.0):
+        rate = np.array([0.0] + [w ** p for w in range(1, 17)])
+        assert bend(rate, 1) == pytest.approx(p)
+    # from a job's fewest workers: rate (W / 2) ** 0.5 above W = 2
+    assert bend(np.array([0.0, 0.0] + [(w / 2) ** 0.5 for w in range(2, 17)]), 2) == pytest.approx(0.5)
+    assert bend(np.array([0.0, 1.0]), 1) == 1.0                 # one count: nothing bends
+
+
+def test_only_elastic_jobs_whose_speedup_bends_are_capped():
+    # rates W ** 0.5 and W ** 0.9 bend (p below LINEAR_BEND); linear ones and gangs do not
+    gang = B.job("g", ps={}, min_workers=2, max_workers=2)
+    v = view(bent("a"), bent("b", p=0.9), linear("c"), gang)
+    assert LINEAR_BEND == 0.95
+    assert bent_jobs(v) == {"a", "b"}
+
+
+def test_lp_rounding_with_share_caps_keeps_each_bent_job_within_its_share_below_oracle():
+    jobs = [bent(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]
     none = dataclasses.replace(view(*jobs), information="none")
     share = share_counts(none)
-    assert sorted(share.values()) == [2, 3, 3]
+    assert sum(share.values()) == 8 and max(share.values()) < 8   # every job capped below its 8
     got = placed(LPRoundingPolicy(share_caps=True, threads=1).decide(none))
     assert got and all(got[j] <= share[j] for j in got)
+    # jobs whose speedup is linear are left to the window: the caps change nothing
+    linears = dataclasses.replace(view(*[linear(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]),
+                                  information="none")
+    assert (LPRoundingPolicy(share_caps=True, threads=1).decide(linears)
+            == LPRoundingPolicy(threads=1).decide(linears))
     # at oracle the option changes nothing: the sizes are known, the window orders by them
     oracle = view(*jobs)
     assert (LPRoundingPolicy(share_caps=True, threads=1).decide(oracle)
@@ -165,7 +194,7 @@ def test_lp_rounding_caps_each_partitions_jobs_at_the_share_of_that_partition():
     # unequal jobs, three per partition at most: the caps are taken on the partitions the
     # windows solve (capping changes max_workers, by which waiting jobs are dealt), so each
     # job runs on the machines its share was taken on, within that share
-    jobs = [linear(f"j{i}", most=m, work_batches=1e5 * (i + 1)) for i, m in enumerate((16, 3, 12, 5, 9, 16))]
+    jobs = [bent(f"j{i}", most=m, work_batches=1e5 * (i + 1)) for i, m in enumerate((16, 3, 12, 5, 9, 16))]
     topo = B.two_racks()
     inst = B.instance(topo, *jobs, T=4)
     states = {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs}
