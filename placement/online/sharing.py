@@ -21,7 +21,8 @@ jobs' speedups. Per job and worker count W:
    included, with a genetic algorithm (NSGA-II, 100 generations of 100).
 
 It reads no job length. Our ``pollux`` baseline places these counts; ``lp-rounding`` below
-``oracle`` may cap its elastic jobs at them (``share_caps``).
+``oracle`` may cap at them its elastic jobs whose speedup bends (``share_caps``;
+:func:`bent_jobs`).
 """
 from __future__ import annotations
 
