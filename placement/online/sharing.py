@@ -197,7 +197,7 @@ def capped_view(view: View, share: dict[str, int]) -> View:
     for j, state in view.jobs.items():
         job = state.job
         if job.min_workers < job.max_workers and j in share:
-            cap = max(job.min_workers, min(job.max_workers, share.get(j, 0)))
+            cap = max(job.min_workers, min(job.max_workers, share[j]))
             if cap < job.max_workers:
                 job = dataclasses.replace(job, max_workers=cap,
                                           speed=None if job.speed is None else job.speed.cut(cap))
