@@ -88,7 +88,7 @@ from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
-from placement.online.sharing import bent_jobs, capped_view, share_counts
+from placement.online.sharing import capped_view, share_counts
 from placement.slots.rules import decide_slot
 
 #: the window models the policy can use, by name (module docstring, step 3)
@@ -180,8 +180,7 @@ class LPRoundingPolicy:
             share: dict[str, int] = {}
             res = view.residual()
             for jobs, machines in parts:
-                bent = bent_jobs(view, jobs, machines, res)
-                share.update((j, c) for j, c in share_counts(view, jobs, machines, res).items() if j in bent)
+                share.update(share_counts(view, jobs, machines, res, bent_only=True))
             view = capped_view(view, share)
             timings["share"] = time.perf_counter() - clock
         inst, t = view.instance, view.t

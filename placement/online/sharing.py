@@ -48,29 +48,36 @@ LINEAR_BEND = 0.95
 
 
 def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
-                 res: Residual | None = None) -> dict[str, int]:
+                 res: Residual | None = None, *, bent_only: bool = False) -> dict[str, int]:
     """Each active job's worker count under rules 1-4 (module docstring), in arrival order;
     or, given a partition (``jobs`` and the indices of its ``machines``), the counts of its
     jobs on its machines alone, as if it were the cluster (POP: the knapsack's cost grows
     with jobs x GPUs, so a large cluster's share is taken partition by partition). ``res``:
-    ``view.residual()``, built once by a caller taking every partition's share."""
+    ``view.residual()``, built once by a caller taking every partition's share.
+    ``bent_only``: only the counts of the jobs whose speedup bends (:func:`bent_jobs`; every
+    job still takes part in the knapsack), none computed when no job bends."""
     ids = list(view.jobs) if jobs is None else list(jobs)
     if not ids:
         return {}
     order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
     res = view.residual() if res is None else res
+    rates = {j: _rate_by_count(res, view.jobs[j].job, machines) for j in order}
+    keep = {j for j in order if _bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    if not keep:
+        return {}
     capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
-    values = [speedup_values(view, res, view.jobs[j], len(order), machines) for j in order]
-    return dict(zip(order, counts(values, cost, capacity)))
+    values = [speedup_values(view, res, view.jobs[j], len(order), machines, rates[j]) for j in order]
+    return {j: c for j, c in zip(order, counts(values, cost, capacity)) if j in keep}
 
 
 def speedup_values(view: View, res: Residual, state: JobState, active: int,
-                   machines: np.ndarray | None = None) -> np.ndarray:
+                   machines: np.ndarray | None = None, rate: np.ndarray | None = None) -> np.ndarray:
     """Per worker count W = 0 .. the most the job may take, -(speedup + FLOOR) ** POWER:
     the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR),
-    the cluster being ``machines`` (indices; None: all) and ``active`` jobs."""
+    the cluster being ``machines`` (indices; None: all) and ``active`` jobs. ``rate``: the
+    job's rate by count on ``machines`` (rule 1), when the caller has it already."""
     job = state.job
-    rate = _rate_by_count(res, job, machines)
+    rate = _rate_by_count(res, job, machines) if rate is None else rate
     most = len(rate) - 1
     values = np.full(most + 1, -np.inf)
     values[0] = -FLOOR ** POWER
@@ -102,13 +109,13 @@ def bent_jobs(view: View, jobs: Sequence[str] | None = None, machines: np.ndarra
     the shortest first is optimal (SRPT; heSRPT, Berg et al. 2020, tends to it as p tends to
     1); a share pays where the speedup bends, each worker less useful than the last."""
     res = view.residual() if res is None else res
-    out = set()
-    for j in (view.jobs if jobs is None else jobs):
-        job = view.jobs[j].job
-        if job.min_workers < job.max_workers:
-            if bend(_rate_by_count(res, job, machines), max(1, job.min_workers)) < LINEAR_BEND:
-                out.add(j)
-    return out
+    return {j for j in (view.jobs if jobs is None else jobs)
+            if _bends(view.jobs[j].job, _rate_by_count(res, view.jobs[j].job, machines))}
+
+
+def _bends(job: Job, rate: np.ndarray) -> bool:
+    """An elastic ``job`` whose ``rate`` by count (rule 1) bends (:func:`bent_jobs`)."""
+    return job.min_workers < job.max_workers and bend(rate, max(1, job.min_workers)) < LINEAR_BEND
 
 
 def bend(rate: np.ndarray, lo: int) -> float:

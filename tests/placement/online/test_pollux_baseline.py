@@ -166,6 +166,30 @@ def test_lp_rounding_with_share_caps_keeps_each_bent_job_within_its_share_below_
             == LPRoundingPolicy(threads=1).decide(oracle))
 
 
+def test_in_one_decision_only_the_bent_jobs_are_capped():
+    # a linear job and two bent ones on 8 GPUs at none: the share is taken over all three
+    # (the linear job competes for the GPUs) but only the bent jobs are capped, so the
+    # decision is lp-rounding's on the view with the bent jobs' caps alone
+    for most in (4, 8):
+        v = dataclasses.replace(view(linear("a", most=most, work_batches=2e5), bent("b", work_batches=1e5),
+                                     bent("c", work_batches=3e5)), information="none")
+        full = share_counts(v)
+        share = share_counts(v, bent_only=True)
+        assert share == {j: full[j] for j in ("b", "c")}
+        capped = capped_view(v, share)
+        assert capped.jobs["a"].job is v.jobs["a"].job
+        got = LPRoundingPolicy(share_caps=True, threads=1).decide(v)
+        assert got == LPRoundingPolicy(threads=1).decide(capped)
+        assert all(placed(got)[j] <= share[j] for j in share if j in got)
+        free = placed(LPRoundingPolicy(threads=1).decide(v))
+        if most == 4:   # a: 4, b and c: 2 each; uncapped, b takes 4
+            assert full == {"a": 4, "b": 2, "c": 2} and placed(got) == full and free["b"] > share["b"]
+        else:           # the linear job runs on all 8 GPUs, above its share of 4
+            assert full["a"] == 4 and placed(got) == {"a": 8}
+    # no job bends: no share is taken
+    assert share_counts(view(linear("x"), linear("y")), bent_only=True) == {}
+
+
 def test_a_partitions_share_is_the_share_of_its_machines_alone():
     # two racks of two 8-GPU machines; jobs j0 and j1 (unequal: 16 and 6 workers at most,
     # j1 ran before) on rack 0: every term and the share on rack 0 of the whole cluster equal
