@@ -131,6 +131,15 @@ def test_capped_view_cuts_elastic_jobs_to_their_share_and_leaves_gangs():
     assert v.jobs["a"].job.max_workers == 8                    # the view given is unchanged
 
 
+def test_capped_view_never_caps_a_running_job_below_the_workers_it_runs_on():
+    # a ran on 5 workers last slot, b on 1: a's cap is 5 (not its share of 3), b's its share
+    v = view(linear("a"), linear("b"), a=dict(previous={"m0": (5, 0)}, last_ran=0),
+             b=dict(previous={"m0": (1, 0)}, last_ran=0), t=1)
+    capped = capped_view(v, {"a": 3, "b": 3})
+    assert capped.jobs["a"].job.max_workers == 5 and capped.jobs["a"].job.speed.max_workers == 5
+    assert capped.jobs["b"].job.max_workers == 3
+
+
 def test_bend_is_the_exponent_of_a_power_speedup():
     for p in (0.0, 0.3, 0.5, 0.8, 1.0):
         rate = np.array([0.0] + [w ** p for w in range(1, 17)])
