@@ -65,7 +65,7 @@ from placement.online.registry import POLICIES  # noqa: E402
 DEFAULT_PLAN = {
     "fixed": ["peer:tiresias", "tiresias", "fifo", "greedy", "lp-rounding"],
     "tuned": ["peer:optimus", "optimus", "drf", "tetris", "greedy", "lp-rounding"],
-    "adaptive": ["peer:pollux", "pollux", "greedy", "lp-rounding", "lp-share"],
+    "adaptive": ["peer:pollux", "pollux", "greedy", "lp-rounding", "lp-no-share"],
 }
 #: mode -> the information of its peer, at which ``--information parity`` runs our policies
 PARITY = {PEER_POLICIES[p]: level for p, level in PEER_INFORMATION.items()}

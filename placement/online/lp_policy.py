@@ -2,7 +2,7 @@
 every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
-0. *Shares* (``share_caps=True``, below ``oracle`` only; off by default): each elastic job
+0. *Shares* (below ``oracle``, on a cluster of one GPU type; ``share_caps``): each elastic job
    whose speedup bends (:func:`~placement.online.sharing.bent_jobs`: the exponent of its
    rates fitted as W ** p below :data:`~placement.online.sharing.LINEAR_BEND`) may have at
    most the worker count Pollux's objective gives it (:mod:`placement.online.sharing`: the
@@ -10,8 +10,10 @@ Per slot t, one straight path:
    the window, which orders by sizes it does not know, shares the cluster as that objective
    does where no size tells the jobs apart and a wider job wastes workers; jobs whose speedup
    is linear are left to the window (running the shortest first is then optimal). The view
-   the later steps see has those caps. With several partitions (step 1) each takes its
-   share on its own machines. Not the default (docs/online.md, "Shares").
+   the later steps see has those caps, never below the workers a job runs on (the window may
+   still shrink it, weighing the restart). With several partitions (step 1) each takes its
+   share on its own machines. The share knows no GPU types (Pollux's does not), so where the
+   cluster mixes them the window decides alone (docs/online.md, "Shares").
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
@@ -136,10 +138,11 @@ class LPRoundingPolicy:
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
-                 buckets: str = "geometric", executor: Any = None, share_caps: bool = False):
+                 buckets: str = "geometric", executor: Any = None, share_caps: bool | None = None):
         """``share_caps``: below ``oracle``, each elastic job whose speedup bends may have at
         most its power-mean share of workers (:mod:`placement.online.sharing`; module
-        docstring, step 0).
+        docstring, step 0): True on every cluster, False never, None (the default) where the
+        cluster has one GPU type.
         ``executor``: where the partitions' window chains run. None: a pool of ``threads``
         threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
         (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
@@ -165,7 +168,7 @@ class LPRoundingPolicy:
         self.share_caps = share_caps
         #: the Pollux arena then offers each job up to Pollux's own exploration cap, at every
         #: information level (below ``oracle`` the share decides the count under it)
-        self.uses_exploration_cap = share_caps
+        self.uses_exploration_cap = share_caps is not False
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -175,7 +178,7 @@ class LPRoundingPolicy:
         # step 1 before step 0: the caps are taken on the partitions the windows then solve
         parts = partitions(view, self.jobs_per_partition) if view.jobs else []
         timings = {"candidates": time.perf_counter() - clock, "formulate": 0.0, "lp": 0.0}
-        if self.share_caps and not view.lengths_known and view.jobs:
+        if self._shares(view):
             clock = time.perf_counter()
             share: dict[str, int] = {}
             res = view.residual()
@@ -231,6 +234,12 @@ class LPRoundingPolicy:
         timings["partitions"] = len(parts)
         self.last_timings = timings
         return placed
+
+    def _shares(self, view: View) -> bool:
+        """Does step 0 cap this decision's bent jobs at their shares?"""
+        if view.lengths_known or not view.jobs or self.share_caps is False:
+            return False
+        return self.share_caps or len(view.instance.topology.gpu_types) <= 1
 
     @contextmanager
     def _runner(self, cluster: Instance, count: int, start: int) -> Iterator[Callable]:
@@ -336,11 +345,21 @@ class LPAggregatedPolicy(LPRoundingPolicy):
 
 
 class LPSharePolicy(LPRoundingPolicy):
-    """``lp-rounding`` with ``share_caps=True``: below ``oracle``, each elastic job whose
-    speedup bends capped at its power-mean share (module docstring, step 0); not the default
-    (docs/online.md, "Shares")."""
+    """``lp-rounding`` with ``share_caps=True``: the share of step 0 (module docstring) on
+    every cluster, one with several GPU types too, where the default leaves it out (the
+    share is blind to types: docs/online.md, "Shares")."""
 
     name = "lp-share"
 
     def __init__(self, **options):
         super().__init__(share_caps=True, **options)
+
+
+class LPNoSharePolicy(LPRoundingPolicy):
+    """``lp-rounding`` with ``share_caps=False``: the window alone at every information
+    level, as before the share was the default; the ablation that shows what it earns."""
+
+    name = "lp-no-share"
+
+    def __init__(self, **options):
+        super().__init__(share_caps=False, **options)

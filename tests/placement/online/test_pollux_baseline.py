@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from placement.model.speed import SpeedTable
+from placement.model.topology import Machine
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.partitions import partitions
@@ -168,11 +169,11 @@ def test_lp_rounding_with_share_caps_keeps_each_bent_job_within_its_share_below_
     linears = dataclasses.replace(view(*[linear(f"j{i}", work_batches=1e5 * (i + 1)) for i in range(3)]),
                                   information="none")
     assert (LPRoundingPolicy(share_caps=True, threads=1).decide(linears)
-            == LPRoundingPolicy(threads=1).decide(linears))
+            == LPRoundingPolicy(share_caps=False, threads=1).decide(linears))
     # at oracle the option changes nothing: the sizes are known, the window orders by them
     oracle = view(*jobs)
     assert (LPRoundingPolicy(share_caps=True, threads=1).decide(oracle)
-            == LPRoundingPolicy(threads=1).decide(oracle))
+            == LPRoundingPolicy(share_caps=False, threads=1).decide(oracle))
 
 
 def test_in_one_decision_only_the_bent_jobs_are_capped():
@@ -188,15 +189,36 @@ def test_in_one_decision_only_the_bent_jobs_are_capped():
         capped = capped_view(v, share)
         assert capped.jobs["a"].job is v.jobs["a"].job
         got = LPRoundingPolicy(share_caps=True, threads=1).decide(v)
-        assert got == LPRoundingPolicy(threads=1).decide(capped)
+        assert got == LPRoundingPolicy(share_caps=False, threads=1).decide(capped)
         assert all(placed(got)[j] <= share[j] for j in share if j in got)
-        free = placed(LPRoundingPolicy(threads=1).decide(v))
+        free = placed(LPRoundingPolicy(share_caps=False, threads=1).decide(v))
         if most == 4:   # a: 4, b and c: 2 each; uncapped, b takes 4
             assert full == {"a": 4, "b": 2, "c": 2} and placed(got) == full and free["b"] > share["b"]
         else:           # the linear job runs on all 8 GPUs, above its share of 4
             assert full["a"] == 4 and placed(got) == {"a": 8}
     # no job bends: no share is taken
     assert share_counts(view(linear("x"), linear("y")), bent_only=True) == {}
+
+
+def test_the_default_shares_on_a_cluster_of_one_gpu_type_only():
+    # share_caps None (lp-rounding's default) caps as True on one untyped machine; with two
+    # GPU types it decides as False (the share is blind to types); lp-no-share never caps
+    from placement.online.registry import make_policy
+    v = dataclasses.replace(view(bent("a", work_batches=1e5), bent("b", work_batches=2e5),
+                                 bent("c", work_batches=3e5)), information="none")
+    capped = LPRoundingPolicy(share_caps=True, threads=1).decide(v)
+    free = LPRoundingPolicy(share_caps=False, threads=1).decide(v)
+    assert capped != free
+    assert LPRoundingPolicy(threads=1).decide(v) == capped
+    assert make_policy("lp-rounding").share_caps is None and make_policy("lp-no-share").share_caps is False
+    typed_topo = B.star(Machine("m0", {"gpu": 8.0}, 400, "a100"), Machine("m1", {"gpu": 8.0}, 400, "t4"))
+    jobs = [bent(f"j{i}", most=16, work_batches=1e5 * (i + 1)) for i in range(3)]
+    inst = B.instance(typed_topo, *jobs, T=4, resources=("gpu",))
+    typed = View(0, inst, {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs},
+                 4, "none")
+    assert (LPRoundingPolicy(threads=1).decide(typed)
+            == LPRoundingPolicy(share_caps=False, threads=1).decide(typed)
+            != LPRoundingPolicy(share_caps=True, threads=1).decide(typed))
 
 
 def test_a_partitions_share_is_the_share_of_its_machines_alone():
