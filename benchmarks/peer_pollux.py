@@ -416,9 +416,9 @@ def markdown(doc: dict[str, Any]) -> str:
           "more than `peer:pollux` knows); `peer:tiresias` and our `fifo` use neither; "
           "our `tiresias` reads only the ratio of a job's spread and local speed (its "
           "skip-consolidation rule); `peer:pollux` sees only the speedup it has fitted, as our "
-          "`pollux` and `lp-share` do (no job length; each job up to Pollux's own exploration cap; "
-          "`lp-share` is `lp-rounding` with each elastic job whose speedup bends capped at the power-mean share, "
-          "docs/online.md, 'Shares'), where `lp-rounding` below `oracle` gets the useful count of "
+          "`pollux` and `lp-rounding` below `oracle` do (no job length; each job up to Pollux's own "
+          "exploration cap, `lp-rounding` capping each elastic job whose speedup bends at the power-mean "
+          "share, docs/online.md, 'Shares'), where `lp-no-share` below `oracle` gets the useful count of "
           "that speedup under the cap.",
           ""]
     return "\n".join(L)

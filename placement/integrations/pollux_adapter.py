@@ -237,15 +237,17 @@ class PolluxAdapter:
     def _useful_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
         """``useful_count`` of the job's rates on the fewest machines from the traces (as
         Optimus+Oracle reads them; module docstring), except for a policy that sizes jobs by
-        its own objective as Pollux does (``uses_exploration_cap``: our ``pollux`` and ``lp-share``), which in
+        its own objective as Pollux does (``uses_exploration_cap``: our ``pollux``; below ``oracle``,
+        ``uses_exploration_cap_below_oracle``: ``lp-rounding`` with its share), which in
         ``adaptive`` mode is offered the JobInfo's ``max_replicas`` itself; in ``tuned`` mode under the JobInfo's
         ``max_replicas``, found again when that cap changes; in ``adaptive`` mode up to the
         simulator's limit (:func:`replica_limit`), found again when the job's epoch or
         Pollux's profile of it changes (its batch adapts, so the count grows with the
         gradient noise), never below a count it was given (no job loses workers to a
         re-count)."""
-        if self.mode == "adaptive" and getattr(self.policy, "uses_exploration_cap", False):
-            return offered_replicas(info)  # a policy that sizes jobs as Pollux does (pollux, lp-share)
+        if self.mode == "adaptive" and (getattr(self.policy, "uses_exploration_cap", False) or (
+                self.information != "oracle" and getattr(self.policy, "uses_exploration_cap_below_oracle", False))):
+            return offered_replicas(info)  # a policy that sizes jobs as Pollux does (pollux; lp-rounding's share)
         if self.mode == "adaptive" and self.information != "oracle":
             return self._fitted_count(name, info, sim_job, per_node)
         if self.mode == "adaptive":

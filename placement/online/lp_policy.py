@@ -166,9 +166,10 @@ class LPRoundingPolicy:
         self.queue_charge = queue_charge
         self.executor = executor
         self.share_caps = share_caps
-        #: the Pollux arena then offers each job up to Pollux's own exploration cap, at every
-        #: information level (below ``oracle`` the share decides the count under it)
-        self.uses_exploration_cap = share_caps is not False
+        #: below ``oracle`` the Pollux arena then offers each job up to Pollux's own exploration
+        #: cap (the share decides the count under it); at ``oracle`` no share is taken, and the
+        #: window sizes jobs by the traces' useful count as before
+        self.uses_exploration_cap_below_oracle = share_caps is not False
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None

@@ -208,6 +208,19 @@ def test_a_policy_that_sizes_jobs_as_pollux_is_offered_pollux_cap():
         assert adapter._useful_count("j", info, _AdaptiveJob(penalty=0.5), 4) == 2
 
 
+def test_lp_rounding_is_offered_pollux_cap_only_where_its_share_sizes_the_jobs():
+    # below oracle lp-rounding's share sizes the jobs under Pollux's cap (2); at oracle no
+    # share is taken and it gets the traces' useful count (8), as lp-no-share does
+    sim = types.SimpleNamespace(pollux=types.SimpleNamespace(PolluxPolicy=object))
+    info = types.SimpleNamespace(max_replicas=2)
+    for policy, information, want in (("lp-rounding", "none", 2), ("lp-rounding", "oracle", 8),
+                                      ("lp-share", "none", 2), ("lp-share", "oracle", 8),
+                                      ("lp-no-share", "oracle", 8)):
+        adapter = make_adapter(sim, make_policy(policy), "adaptive", clock=lambda: 0.0, sim_jobs=dict,
+                               information=information)
+        assert adapter._useful_count("j", info, _AdaptiveJob(penalty=0.5), 4) == want, (policy, information)
+
+
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_a_job_revised_below_its_running_tasks_keeps_running_with_fewer(name):
     # 8 workers in slot 0; the cluster then says only 4 are worth having (max_workers 4):
