@@ -139,6 +139,13 @@ def test_capped_view_never_caps_a_running_job_below_the_workers_it_runs_on():
     capped = capped_view(v, {"a": 3, "b": 3})
     assert capped.jobs["a"].job.max_workers == 5 and capped.jobs["a"].job.speed.max_workers == 5
     assert capped.jobs["b"].job.max_workers == 3
+    # a job running on more than its max_workers keeps its own cap; min_workers above the share wins
+    w = view(linear("c", most=4), B.job("d", ps={}, min_workers=3, max_workers=8,
+                                        speed=SpeedTable(3, tuple(float(x) for x in range(3, 9)),
+                                                         ((2, tuple(float(x) for x in range(3, 9))),))),
+             c=dict(previous={"m0": (6, 0)}, last_ran=0), t=1)
+    capped = capped_view(w, {"c": 2, "d": 1})
+    assert capped.jobs["c"].job is w.jobs["c"].job and capped.jobs["d"].job.max_workers == 3
 
 
 def test_bend_is_the_exponent_of_a_power_speedup():
@@ -216,6 +223,12 @@ def test_the_default_shares_on_a_cluster_of_one_gpu_type_only():
     inst = B.instance(typed_topo, *jobs, T=4, resources=("gpu",))
     typed = View(0, inst, {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs},
                  4, "none")
+    # every machine of one declared type: one GPU type, so the default shares
+    one_topo = B.star(Machine("m0", {"gpu": 8.0}, 400, "a100"), Machine("m1", {"gpu": 8.0}, 400, "a100"))
+    one = dataclasses.replace(typed, instance=B.instance(one_topo, *jobs, T=4, resources=("gpu",)))
+    assert (LPRoundingPolicy(threads=1).decide(one)
+            == LPRoundingPolicy(share_caps=True, threads=1).decide(one)
+            != LPRoundingPolicy(share_caps=False, threads=1).decide(one))
     assert (LPRoundingPolicy(threads=1).decide(typed)
             == LPRoundingPolicy(share_caps=False, threads=1).decide(typed)
             != LPRoundingPolicy(share_caps=True, threads=1).decide(typed))
