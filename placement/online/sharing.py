@@ -35,6 +35,7 @@ import numpy as np
 from placement.model.instance import Job
 from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
+from placement.slots.rules import workers_of
 
 __all__ = ["FLOOR", "LINEAR_BEND", "POWER", "bend", "bent_jobs", "capped_view", "counts", "share_counts",
            "speedup_values"]
@@ -207,8 +208,7 @@ def capped_view(view: View, share: dict[str, int]) -> View:
     for j, state in view.jobs.items():
         job = state.job
         if job.min_workers < job.max_workers and j in share:
-            running = sum(w for w, _ in state.previous.values())
-            cap = max(job.min_workers, min(job.max_workers, max(share[j], running)))
+            cap = max(job.min_workers, min(job.max_workers, max(share[j], workers_of(state.previous))))
             if cap < job.max_workers:
                 job = dataclasses.replace(job, max_workers=cap,
                                           speed=None if job.speed is None else job.speed.cut(cap))
