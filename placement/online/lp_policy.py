@@ -3,7 +3,7 @@ every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
 0. *Shares* (below ``oracle``, on a cluster of one GPU type; ``share_caps``): each elastic job
-   whose speedup bends (:func:`~placement.online.sharing.bent_jobs`: the exponent of its
+   whose speedup bends (:func:`~placement.online.sharing.bends`: the exponent of its
    rates fitted as W ** p below :data:`~placement.online.sharing.LINEAR_BEND`) may have at
    most the worker count Pollux's objective gives it (:mod:`placement.online.sharing`: the
    power mean, p = -1, of the jobs' speedups over their fair share, restarts discounted), so
@@ -84,6 +84,7 @@ from placement.executors import InProcess
 from placement.formulation.aggregated import formulate_aggregated
 from placement.formulation.configuration import BUCKETS, formulate_configuration
 from placement.model.instance import Instance, Job
+from placement.model.topology import Topology
 from placement.model.progress import gpu_types
 from placement.model.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
@@ -166,10 +167,6 @@ class LPRoundingPolicy:
         self.queue_charge = queue_charge
         self.executor = executor
         self.share_caps = share_caps
-        #: below ``oracle`` the Pollux arena then offers each job up to Pollux's own exploration
-        #: cap (the share decides the count under it); at ``oracle`` no share is taken, and the
-        #: window sizes jobs by the traces' useful count as before
-        self.uses_exploration_cap_below_oracle = share_caps is not False
         self.last_timings: dict[str, float] = {}
         #: sum of the window LP values of the last decision (None if a partition's LP failed)
         self.last_lp_value: float | None = None
@@ -236,11 +233,15 @@ class LPRoundingPolicy:
         self.last_timings = timings
         return placed
 
+    def shares_on(self, topology: Topology) -> bool:
+        """Below ``oracle``, does step 0 cap the bent jobs at their shares on this cluster
+        (``share_caps``)? The Pollux arena asks it too: a policy that shares is offered
+        each job up to Pollux's own exploration cap, the share deciding the count under it."""
+        return len(topology.gpu_types) <= 1 if self.share_caps is None else self.share_caps
+
     def _shares(self, view: View) -> bool:
         """Does step 0 cap this decision's bent jobs at their shares?"""
-        if view.lengths_known or not view.jobs or self.share_caps is False:
-            return False
-        return self.share_caps or len(view.instance.topology.gpu_types) <= 1
+        return not view.lengths_known and bool(view.jobs) and self.shares_on(view.instance.topology)
 
     @contextmanager
     def _runner(self, cluster: Instance, count: int, start: int) -> Iterator[Callable]:

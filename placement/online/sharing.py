@@ -22,7 +22,7 @@ jobs' speedups. Per job and worker count W:
 
 It reads no job length. Our ``pollux`` baseline places these counts; ``lp-rounding`` below
 ``oracle`` may cap at them its elastic jobs whose speedup bends (``share_caps``;
-:func:`bent_jobs`).
+:func:`bends`).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
 from placement.slots.rules import workers_of
 
-__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "bend", "bent_jobs", "capped_view", "counts", "share_counts",
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "bend", "bends", "capped_view", "counts", "share_counts",
            "speedup_values"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
@@ -55,7 +55,7 @@ def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     jobs on its machines alone, as if it were the cluster (POP: the knapsack's cost grows
     with jobs x GPUs, so a large cluster's share is taken partition by partition). ``res``:
     ``view.residual()``, built once by a caller taking every partition's share.
-    ``bent_only``: only the counts of the jobs whose speedup bends (:func:`bent_jobs`; every
+    ``bent_only``: only the counts of the jobs whose speedup bends (:func:`bends`; every
     job still takes part in the knapsack), none computed when no job bends."""
     ids = list(view.jobs) if jobs is None else list(jobs)
     if not ids:
@@ -63,7 +63,7 @@ def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
     res = view.residual() if res is None else res
     rates = {j: _rate_by_count(res, view.jobs[j].job, machines) for j in order}
-    keep = {j for j in order if _bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
     if not keep:
         return {}
     capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
@@ -101,21 +101,13 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int,
     return values
 
 
-def bent_jobs(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
-              res: Residual | None = None) -> set[str]:
-    """The elastic jobs of ``jobs`` (None: every active job) whose speedup bends: the exponent
-    p of their rates on the fewest machines (rule 1, among ``machines``) as W ** p
-    (:func:`bend`) below :data:`LINEAR_BEND`. Why only those: with a linear speedup a worker
-    does as much on a wide job as on a narrow one, so no share gains anything and running
-    the shortest first is optimal (SRPT; heSRPT, Berg et al. 2020, tends to it as p tends to
-    1); a share pays where the speedup bends, each worker less useful than the last."""
-    res = view.residual() if res is None else res
-    return {j for j in (view.jobs if jobs is None else jobs)
-            if _bends(view.jobs[j].job, _rate_by_count(res, view.jobs[j].job, machines))}
-
-
-def _bends(job: Job, rate: np.ndarray) -> bool:
-    """An elastic ``job`` whose ``rate`` by count (rule 1) bends (:func:`bent_jobs`)."""
+def bends(job: Job, rate: np.ndarray) -> bool:
+    """Is ``job`` elastic with a speedup that bends: the exponent p of its ``rate`` by count
+    (rule 1) as W ** p (:func:`bend`) below :data:`LINEAR_BEND`? Why only those are capped:
+    with a linear speedup a worker does as much on a wide job as on a narrow one, so no
+    share gains anything and running the shortest first is optimal (SRPT; heSRPT, Berg et
+    al. 2020, tends to it as p tends to 1); a share pays where the speedup bends, each
+    worker less useful than the last."""
     return job.min_workers < job.max_workers and bend(rate, max(1, job.min_workers)) < LINEAR_BEND
 
 

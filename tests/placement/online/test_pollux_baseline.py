@@ -14,7 +14,7 @@ from placement.model.topology import Machine
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online.partitions import partitions
-from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bent_jobs, capped_view, counts, share_counts,
+from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bends, capped_view, counts, share_counts,
                                       speedup_values)
 from placement.online.policy import JobState, View
 
@@ -162,7 +162,10 @@ def test_only_elastic_jobs_whose_speedup_bends_are_capped():
     gang = B.job("g", ps={}, min_workers=2, max_workers=2)
     v = view(bent("a"), bent("b", p=0.9), linear("c"), gang)
     assert LINEAR_BEND == 0.95
-    assert bent_jobs(v) == {"a", "b"}
+    assert set(share_counts(v, bent_only=True)) == {"a", "b"}
+    root = np.array([0.0] + [w ** 0.5 for w in range(1, 9)])
+    assert bends(v.jobs["a"].job, root) and not bends(v.jobs["a"].job, np.arange(9.0))
+    assert not bends(gang, root)                                # a gang has no count to share
 
 
 def test_lp_rounding_with_share_caps_keeps_each_bent_job_within_its_share_below_oracle():
