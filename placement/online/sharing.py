@@ -27,23 +27,33 @@ It reads no job length. Our ``pollux`` baseline places these counts; ``lp-roundi
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from placement.model.instance import Job
+from placement.model.progress import gpu_types, job_rate
+from placement.model.speed import SpeedTable, TypedSpeed
 from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
 from placement.slots.rules import workers_of
+from solvers.mip import solve_mip
+from solvers.problem import Problem
 
-__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "bend", "bends", "capped_view", "counts", "share_counts",
-           "speedup_values"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_TIME_LIMIT", "bend", "bends", "capped_view", "counts",
+           "share_counts", "speedup_values", "typed_capped_view", "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
 #: added to every speedup before the power mean (pollux.py: ``scaled_speedups + 1e-3``)
 FLOOR = 1e-3
+#: seconds the typed share's integer program may take (it is small: jobs x types x counts options)
+TYPED_TIME_LIMIT = 2.0
 #: a job whose speedup's fitted exponent (:func:`bend`) is at least this is taken as linear
 LINEAR_BEND = 0.95
 
@@ -71,21 +81,74 @@ def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     return {j: c for j, c in zip(order, counts(values, cost, capacity)) if j in keep}
 
 
+def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
+                 res: Residual | None = None, *, bent_only: bool = False) -> dict[str, tuple[str | None, int]]:
+    """Rule 4 with GPU types (module docstring, "Types"): each job one (type, count) or
+    nothing, each type's units at most what its machines hold, the summed terms of rules
+    1-3 maximised, each count at its own type's rate; exact, as a small integer program
+    (Sia's shape: its MIP over (job, type, count) configurations). Each job's pick (type
+    None and count 0: none), arguments as :func:`share_counts`."""
+    ids = list(view.jobs) if jobs is None else list(jobs)
+    order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
+    res = view.residual() if res is None else res
+    rates = {j: _rate_by_count(res, view.jobs[j].job, machines) for j in order}
+    keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    if not keep:
+        return {}
+    hs = np.arange(len(res.machine_ids)) if machines is None else machines
+    kinds = np.array([res.instance.topology.machines[h].gpu_type for h in hs], dtype=object)
+    k, unit = _binding(res, [view.jobs[j].job for j in order], machines)
+    if unit is None:
+        return {}
+    cost = [int(round(res.demand(view.jobs[j].job)[0][k] / unit)) for j in order]
+    types = sorted({g for g in kinds if g is not None})
+    held = [math.floor(res.cap[hs][kinds == g, k].sum() / unit + 1e-9) for g in types]
+    gains, owner, used, pick = [], [], [], []
+    for i, j in enumerate(order):
+        state = view.jobs[j]
+        now = gpu_types(view.instance, state.previous)
+        for g, rate in _rates_by_type(res, state.job, machines).items():
+            values = speedup_values(view, res, state, len(order), machines, rate, base=rates[j], kept=now == {g})
+            for w in np.flatnonzero(np.isfinite(values[1:])) + 1:
+                gains.append(values[w] - values[0])
+                owner.append(i), used.append((types.index(g), int(w) * cost[i])), pick.append((g, int(w)))
+    if not gains:
+        return {}
+    n = len(gains)
+    per_job = sp.coo_array((np.ones(n), (owner, np.arange(n))), shape=(len(order), n))
+    per_type = sp.coo_array(([u for _, u in used], ([g for g, _ in used], np.arange(n))), shape=(len(types), n))
+    problem = Problem(c=np.array(gains), sense="max", A=sp.vstack([per_job, per_type]).tocsr(),
+                      b=np.r_[np.ones(len(order)), held], upper=np.ones(n),
+                      integer=np.ones(n, dtype=bool), name="typed-share")
+    result = solve_mip(problem, time_limit=TYPED_TIME_LIMIT, threads=1)
+    if not result.success:  # never seen: no job is capped this decision
+        logger.warning("typed share: the knapsack failed (%s); no job is capped", result.status.value)
+        return {}
+    out: dict[str, tuple[str | None, int]] = {j: (None, 0) for j in order}
+    out.update({order[owner[c]]: pick[c] for c in np.flatnonzero(result.x > 0.5)})
+    return {j: p for j, p in out.items() if j in keep}
+
+
 def speedup_values(view: View, res: Residual, state: JobState, active: int,
-                   machines: np.ndarray | None = None, rate: np.ndarray | None = None) -> np.ndarray:
+                   machines: np.ndarray | None = None, rate: np.ndarray | None = None, *,
+                   base: np.ndarray | None = None, kept: bool = True) -> np.ndarray:
     """Per worker count W = 0 .. the most the job may take, -(speedup + FLOOR) ** POWER:
     the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR),
     the cluster being ``machines`` (indices; None: all) and ``active`` jobs. ``rate``: the
-    job's rate by count on ``machines`` (rule 1), when the caller has it already."""
+    job's rate by count on ``machines`` (rule 1), when the caller has it already; ``base``:
+    the rates whose fair-share entry is the speedup's unit (None: ``rate``; the typed share
+    passes every type's rate at its fastest type, so the types compare in one unit);
+    ``kept``: are these rates on the job's current GPU type (False: every count is a restart)."""
     job = state.job
     rate = _rate_by_count(res, job, machines) if rate is None else rate
+    base = rate if base is None else base
     most = len(rate) - 1
     values = np.full(most + 1, -np.inf)
     values[0] = -FLOOR ** POWER
     if most < 1:
         return values
     holds = int(res.worker_room(job, machines).sum())
-    fair = rate[min(most, max(1, math.ceil(holds / active)))]
+    fair = base[min(len(base) - 1, max(1, math.ceil(holds / active)))]
     alpha, _ = res.demand(job)
     cap = res.cap if machines is None else res.cap[machines]
     totals = cap.sum(axis=0)
@@ -94,7 +157,7 @@ def speedup_values(view: View, res: Residual, state: JobState, active: int,
     age = (view.t - job.arrival + 1) * view.instance.slot_seconds
     delay = job.restart_seconds
     factor = max(age - state.changes * delay, 0.0) / (age + delay) if age + delay > 0 else 1.0
-    before = sum(w for w, _ in state.previous.values())
+    before = workers_of(state.previous) if kept else -1
     for w in range(max(1, job.min_workers), most + 1):
         speedup = rate[w] * scale * (1.0 if w == before else factor)
         values[w] = -(speedup + FLOOR) ** POWER
@@ -128,19 +191,31 @@ def bend(rate: np.ndarray, lo: int) -> float:
 def _rate_by_count(res: Residual, job: Job, machines: np.ndarray | None = None) -> np.ndarray:
     """The job's rate at W = 0 .. its most workers the empty cluster holds, each on the
     fewest machines of one GPU type that hold W, the fastest type (rule 1), among ``machines``."""
+    rates = _rates_by_type(res, job, machines)
+    most = max((len(r) for r in rates.values()), default=1)
+    out = np.zeros(most)
+    for r in rates.values():
+        out[:len(r)] = np.maximum(out[:len(r)], r)
+    return out
+
+
+def _rates_by_type(res: Residual, job: Job, machines: np.ndarray | None = None) -> dict[str | None, np.ndarray]:
+    """Per GPU type the job runs on (None on an untyped cluster), its rate at W = 0 .. the
+    most workers that type's machines among ``machines`` hold empty (at most its
+    ``max_workers``), each on the fewest of them that hold W."""
     hs = np.arange(len(res.machine_ids)) if machines is None else machines
     room = res.worker_room(job, hs)
-    most = min(job.max_workers, int(room.sum()))
-    rate = np.zeros(max(most, 0) + 1)
+    out = {}
     for g in res.job_types(job):
         ok = res.may_hold_workers(job, g)[hs]
-        rooms = np.sort(room[ok])[::-1]
-        held = np.cumsum(rooms)
+        held = np.cumsum(np.sort(room[ok])[::-1])
+        most = min(job.max_workers, int(held[-1]) if len(held) else 0)
+        rate = np.zeros(most + 1)
         gbps = float(res.local_gbps[hs][ok & (room > 0)].max()) if (ok & (room > 0)).any() else job.worker_gbps
-        for w in range(1, min(most, int(held[-1]) if len(held) else 0) + 1):
-            fewest = int(np.searchsorted(held, w)) + 1
-            rate[w] = max(rate[w], job.rate(w, fewest, gbps, g))
-    return rate
+        for w in range(1, most + 1):
+            rate[w] = job.rate(w, int(np.searchsorted(held, w)) + 1, gbps, g)
+        out[g] = rate
+    return out
 
 
 def _budget(res: Residual, jobs: list[Job], machines: np.ndarray | None = None) -> tuple[int, list[int]]:
@@ -148,15 +223,23 @@ def _budget(res: Residual, jobs: list[Job], machines: np.ndarray | None = None) 
     the resource the jobs' workers bind on (the largest summed worker demand over its
     capacity; GPUs in practice), a unit the smallest worker demand of it, and each job's
     units per worker (0: the job's workers do not use it)."""
+    k, unit = _binding(res, jobs, machines)
+    if unit is None:
+        return 0, [0] * len(jobs)
+    alpha = np.array([res.demand(job)[0][k] for job in jobs])
+    total = (res.cap if machines is None else res.cap[machines])[:, k].sum()
+    return int(math.floor(total / unit + 1e-9)), [int(round(a / unit)) for a in alpha]
+
+
+def _binding(res: Residual, jobs: list[Job], machines: np.ndarray | None = None) -> tuple[int, float | None]:
+    """The resource the jobs' workers bind on (the largest summed worker demand over its
+    capacity) and its unit, the smallest worker demand of it (None: no job's workers use it)."""
     alpha = np.array([res.demand(job)[0] for job in jobs])
     totals = (res.cap if machines is None else res.cap[machines]).sum(axis=0)
     load = np.divide(alpha.sum(axis=0), totals, out=np.zeros_like(totals), where=totals > 0)
     k = int(np.argmax(load))
     used = alpha[:, k][alpha[:, k] > 0]
-    if not len(used):
-        return 0, [0] * len(jobs)
-    unit = float(used.min())
-    return int(math.floor(totals[k] / unit + 1e-9)), [int(round(a / unit)) for a in alpha[:, k]]
+    return k, float(used.min()) if len(used) else None
 
 
 def counts(values: list[np.ndarray], cost: list[int], capacity: int) -> list[int]:
@@ -208,3 +291,57 @@ def capped_view(view: View, share: dict[str, int]) -> View:
     instance = dataclasses.replace(view.instance, jobs=tuple(jobs.get(job.id, job) for job in view.instance.jobs))
     states = {j: dataclasses.replace(state, job=jobs[j]) for j, state in view.jobs.items()}
     return dataclasses.replace(view, instance=instance, jobs=states)
+
+
+def typed_capped_view(view: View, picks: dict[str, tuple[str | None, int]]) -> View:
+    """``view`` with each elastic job of ``picks`` (:func:`typed_shares`) credited at most the
+    rate of its pick (its count on its type, on the fewest machines), or of the tasks it runs
+    on now if faster: on every type its rates are clipped there and its counts cut at the
+    most any type needs to reach it. So a job given one A100 may take as many T4s as come to
+    that speed, and none of the A100s past it (a count alone, as :func:`capped_view` caps on
+    one type, would hold it to one T4). A pick of no GPUs caps the job at its
+    ``min_workers``, as :func:`capped_view` does. Gangs and the jobs ``picks`` leaves out are
+    left as they are."""
+    res = view.residual()
+    share: dict[str, int] = {}
+    jobs: dict[str, Job] = {}
+    for j, (g, w) in picks.items():
+        state = view.jobs[j]
+        job = state.job
+        if job.min_workers == job.max_workers or job.speed is None:
+            continue
+        if w == 0:
+            share[j] = 0
+            continue
+        top = max(_rates_by_type(res, job)[g][w], job_rate(view.instance, job, state.previous))
+        reach = [_reach(table, top) for _, table in _tables(job.speed)]
+        cap = max(job.min_workers, min(job.max_workers, max(max(reach), workers_of(state.previous))))
+        jobs[j] = dataclasses.replace(job, max_workers=cap, speed=_clipped(job.speed.cut(cap), top))
+    view = capped_view(view, share)
+    if not jobs:
+        return view
+    instance = dataclasses.replace(view.instance, jobs=tuple(jobs.get(job.id, job) for job in view.instance.jobs))
+    states = {j: dataclasses.replace(state, job=jobs.get(j, state.job)) for j, state in view.jobs.items()}
+    return dataclasses.replace(view, instance=instance, jobs=states)
+
+
+def _tables(speed: SpeedTable | TypedSpeed) -> tuple[tuple[str | None, SpeedTable], ...]:
+    return speed.by_type if isinstance(speed, TypedSpeed) else ((None, speed),)
+
+
+def _reach(table: SpeedTable, top: float) -> int:
+    """The fewest workers whose best rate (local or spread) reaches ``top``, or the most."""
+    for k in range(len(table.local)):
+        if max([table.local[k]] + [rates[k] for _, rates in table.spread]) >= top * (1 - 1e-9):
+            return table.min_workers + k
+    return table.max_workers
+
+
+def _clipped(speed: SpeedTable | TypedSpeed, top: float) -> SpeedTable | TypedSpeed:
+    """Every rate of ``speed`` at most ``top``."""
+    def clip(t: SpeedTable) -> SpeedTable:
+        return SpeedTable(t.min_workers, tuple(min(r, top) for r in t.local),
+                          tuple((m, tuple(min(r, top) for r in rates)) for m, rates in t.spread))
+    if isinstance(speed, TypedSpeed):
+        return TypedSpeed(tuple((g, clip(t)) for g, t in speed.by_type))
+    return clip(speed)

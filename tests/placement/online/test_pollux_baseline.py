@@ -9,13 +9,14 @@ import itertools
 import numpy as np
 import pytest
 
-from placement.model.speed import SpeedTable
+from placement.model.speed import SpeedTable, TypedSpeed
 from placement.model.topology import Machine
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
+from placement.online import sharing
 from placement.online.partitions import partitions
 from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bends, capped_view, counts, share_counts,
-                                      speedup_values)
+                                      speedup_values, typed_capped_view, typed_shares)
 from placement.online.policy import JobState, View
 
 from .. import builders as B
@@ -280,3 +281,82 @@ def test_lp_rounding_caps_each_partitions_jobs_at_the_share_of_that_partition():
     got = placed(decision)
     assert got and all(got[j] <= share[j] for j in got)
     assert all(set(decision[j]) <= home[j] for j in got)
+
+
+def typed_bent(id: str, fast: float, most: int = 8) -> object:
+    """A job whose rate on W workers is W ** 0.5 on a T4 and ``fast`` times that on an A100."""
+    def table(scale: float) -> SpeedTable:
+        rates = tuple(scale * float(w) ** 0.5 for w in range(1, most + 1))
+        return SpeedTable(1, rates, ((2, rates),))
+    return B.job(id, ps={}, max_workers=most, speed=TypedSpeed((("a100", table(fast)), ("t4", table(1.0)))))
+
+
+def typed_view(*jobs, a100: int = 2, t4: int = 8) -> View:
+    topo = B.star(dataclasses.replace(B.machine("fast", gpu=a100), gpu_type="a100"),
+                  dataclasses.replace(B.machine("slow", gpu=t4), gpu_type="t4"))
+    inst = B.instance(topo, *jobs, T=4, resources=("gpu",))
+    return View(0, inst, {job.id: JobState(job, done=0.0, attained=0.0, previous={}, last_ran=None)
+                          for job in jobs}, 4)
+
+
+def test_the_typed_share_gives_each_type_its_own_capacity():
+    # one A100 (4x as fast as a T4) and 8 T4s, two equal bent jobs (rate sqrt W). Blind to
+    # types the share splits the 9 GPUs about evenly, as if each were an A100. Typed, one
+    # job takes the A100 (speedup 4) and the other all eight T4s (sqrt 8 = 2.83): the sum of
+    # 1 / speedup is 1 / 4 + 1 / 2.83 = 0.60, against 1 / 2 + 1 / 2 for 4 / 4 on the T4s
+    # and 1 / 4 + 1 / 2.65 for 1 + 7
+    jobs = typed_bent("a", 4.0), typed_bent("b", 4.0)
+    assert sorted(typed_shares(typed_view(*jobs, a100=1, t4=8)).values()) == [("a100", 1), ("t4", 8)]
+    assert sorted(share_counts(view(bent("a"), bent("b"), gpus=9)).values()) == [4, 5]
+    # two A100s: one each (1 / 4 + 1 / 4) beats both on one type or 2 + 8 (1 / 5.66 + 1 / 2.83)
+    assert typed_shares(typed_view(*jobs, a100=2, t4=8)) == {"a": ("a100", 1), "b": ("a100", 1)}
+
+
+def test_the_typed_share_is_exact_against_every_type_and_count():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        jobs = [typed_bent(f"j{i}", float(rng.uniform(1.0, 5.0)), most=int(rng.integers(2, 7)))
+                for i in range(int(rng.integers(1, 4)))]
+        v = typed_view(*jobs, a100=int(rng.integers(1, 5)), t4=int(rng.integers(1, 7)))
+        res = v.residual()
+        options = []    # per job: (type, count, value), count 0 with no type
+        for j, state in v.jobs.items():
+            base = sharing._rate_by_count(res, state.job)
+            opts = [(None, 0, speedup_values(v, res, state, len(jobs))[0])]
+            for g, rate in sharing._rates_by_type(res, state.job).items():
+                values = speedup_values(v, res, state, len(jobs), None, rate, base=base)
+                opts += [(g, w, values[w]) for w in range(1, len(values)) if np.isfinite(values[w])]
+            options.append(opts)
+        room = {"a100": int(res.cap[0, 0]), "t4": int(res.cap[1, 0])}
+        best = max(sum(o[2] for o in combo) for combo in itertools.product(*options)
+                   if all(sum(o[1] for o in combo if o[0] == g) <= room[g] for g in room))
+        got = typed_shares(v)
+        assert all(sum(w for g2, w in got.values() if g2 == g) <= room[g] for g in room)
+        value = {(j, g, w): x for j, opts in zip(v.jobs, options) for g, w, x in opts}
+        assert sum(value[(j, g, w)] for j, (g, w) in got.items()) == pytest.approx(best)
+
+
+def test_a_typed_cap_lets_a_job_take_the_slow_gpus_that_come_to_its_share():
+    # job a's pick is one A100 (rate 4): on T4s (rate sqrt W) no count reaches 4, so it may
+    # take all 8 there; on A100s its rates stop at 4. b's pick of no GPUs caps it at one.
+    v = typed_view(typed_bent("a", 4.0), typed_bent("b", 4.0), a100=2, t4=8)
+    capped = typed_capped_view(v, {"a": ("a100", 1), "b": (None, 0)})
+    a = capped.jobs["a"].job
+    assert a.max_workers == 8 and capped.jobs["b"].job.max_workers == 1
+    assert a.speed.rate(2, 1, "a100") == pytest.approx(4.0) and a.speed.rate(8, 1, "t4") == pytest.approx(8 ** 0.5)
+    # picked two T4s (rate 1.41): one A100 is past it (rate 4, clipped), two T4s reach it
+    capped = typed_capped_view(v, {"a": ("t4", 2)}).jobs["a"].job
+    assert capped.max_workers == 2 and capped.speed.rate(1, 1, "a100") == pytest.approx(2 ** 0.5)
+    # running on four T4s (rate 2), above a pick of one T4: its cap is what it runs at
+    running = dataclasses.replace(v, jobs={**v.jobs, "a": dataclasses.replace(v.jobs["a"], previous={"slow": (4, 0)})})
+    capped = typed_capped_view(running, {"a": ("t4", 1)}).jobs["a"].job
+    assert capped.max_workers == 4 and capped.speed.rate(4, 1, "t4") == pytest.approx(2.0)
+
+
+def test_lp_rounding_takes_the_typed_share_on_a_typed_cluster_below_oracle():
+    v = typed_view(*(typed_bent(f"j{i}", 4.0) for i in range(3)), a100=2, t4=8)
+    none = dataclasses.replace(v, information="none")
+    picks = typed_shares(none, bent_only=True)
+    share = LPRoundingPolicy(share_caps=True, threads=1).decide(none)
+    assert share == LPRoundingPolicy(share_caps=False, threads=1).decide(typed_capped_view(none, picks))
+    assert LPRoundingPolicy(threads=1).decide(none) == LPRoundingPolicy(share_caps=False, threads=1).decide(none)
