@@ -40,20 +40,20 @@ from placement.model.speed import SpeedTable, TypedSpeed
 from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
 from placement.slots.rules import workers_of
-from solvers.mip import solve_mip
+from solvers.lp import solve_lp
 from solvers.problem import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_TIME_LIMIT", "bend", "bends", "capped_view", "counts",
-           "share_counts", "speedup_values", "typed_capped_view", "typed_shares"]
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
+           "share_counts", "speedup_values", "typed_capped_view", "typed_counts", "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
 #: added to every speedup before the power mean (pollux.py: ``scaled_speedups + 1e-3``)
 FLOOR = 1e-3
-#: seconds the typed share's integer program may take (it is small: jobs x types x counts options)
-TYPED_TIME_LIMIT = 2.0
+#: the typed share is exact by dynamic programming up to this much work (states x options)
+TYPED_WORK = 4_000_000
 #: a job whose speedup's fitted exponent (:func:`bend`) is at least this is taken as linear
 LINEAR_BEND = 0.95
 
@@ -85,48 +85,110 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
                  res: Residual | None = None, *, bent_only: bool = False) -> dict[str, tuple[str | None, int]]:
     """Rule 4 with GPU types (module docstring, "Types"): each job one (type, count) or
     nothing, each type's units at most what its machines hold, the summed terms of rules
-    1-3 maximised, each count at its own type's rate; exact, as a small integer program
-    (Sia's shape: its MIP over (job, type, count) configurations). Each job's pick (type
-    None and count 0: none), arguments as :func:`share_counts`."""
+    1-3 maximised, each count at its own type's rate (Sia's shape: its MIP over (job, type,
+    count) configurations), by :func:`typed_counts`. Each job's pick (type None and count
+    0: none), arguments as :func:`share_counts`."""
     ids = list(view.jobs) if jobs is None else list(jobs)
     order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
     res = view.residual() if res is None else res
-    rates = {j: _rate_by_count(res, view.jobs[j].job, machines) for j in order}
+    by_type = {j: _rates_by_type(res, view.jobs[j].job, machines) for j in order}
+    rates = {j: _fastest(by_type[j]) for j in order}
     keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
-    if not keep:
+    k, unit = _binding(res, [view.jobs[j].job for j in order], machines)
+    if not keep or unit is None:
         return {}
     hs = np.arange(len(res.machine_ids)) if machines is None else machines
     kinds = np.array([res.instance.topology.machines[h].gpu_type for h in hs], dtype=object)
-    k, unit = _binding(res, [view.jobs[j].job for j in order], machines)
-    if unit is None:
-        return {}
-    cost = [int(round(res.demand(view.jobs[j].job)[0][k] / unit)) for j in order]
     types = sorted({g for g in kinds if g is not None})
-    held = [math.floor(res.cap[hs][kinds == g, k].sum() / unit + 1e-9) for g in types]
-    gains, owner, used, pick = [], [], [], []
-    for i, j in enumerate(order):
+    held = [int(math.floor(res.cap[hs][kinds == g, k].sum() / unit + 1e-9)) for g in types]
+    options, picks = [], []
+    for j in order:
         state = view.jobs[j]
+        cost = int(round(res.demand(state.job)[0][k] / unit))
         now = gpu_types(view.instance, state.previous)
-        for g, rate in _rates_by_type(res, state.job, machines).items():
+        mine, pick = [], []
+        for g, rate in by_type[j].items():
             values = speedup_values(view, res, state, len(order), machines, rate, base=rates[j], kept=now == {g})
+            best = 0.0
             for w in np.flatnonzero(np.isfinite(values[1:])) + 1:
-                gains.append(values[w] - values[0])
-                owner.append(i), used.append((types.index(g), int(w) * cost[i])), pick.append((g, int(w)))
-    if not gains:
-        return {}
-    n = len(gains)
-    per_job = sp.coo_array((np.ones(n), (owner, np.arange(n))), shape=(len(order), n))
-    per_type = sp.coo_array(([u for _, u in used], ([g for g, _ in used], np.arange(n))), shape=(len(types), n))
-    problem = Problem(c=np.array(gains), sense="max", A=sp.vstack([per_job, per_type]).tocsr(),
-                      b=np.r_[np.ones(len(order)), held], upper=np.ones(n),
-                      integer=np.ones(n, dtype=bool), name="typed-share")
-    result = solve_mip(problem, time_limit=TYPED_TIME_LIMIT, threads=1)
-    if not result.success:  # never seen: no job is capped this decision
-        logger.warning("typed share: the knapsack failed (%s); no job is capped", result.status.value)
-        return {}
-    out: dict[str, tuple[str | None, int]] = {j: (None, 0) for j in order}
-    out.update({order[owner[c]]: pick[c] for c in np.flatnonzero(result.x > 0.5)})
+                gain = values[w] - values[0]
+                if gain > best:  # a count no better than a smaller one on its type is never worth its units
+                    best = gain
+                    mine.append((types.index(g), int(w) * cost, gain)), pick.append((g, int(w)))
+        options.append(mine), picks.append(pick)
+    chosen = typed_counts(options, held)
+    out = {j: picks[i][c] if c >= 0 else (None, 0) for i, (j, c) in enumerate(zip(order, chosen))}
     return {j: p for j, p in out.items() if j in keep}
+
+
+def typed_counts(options: list[list[tuple[int, int, float]]], held: list[int]) -> list[int]:
+    """Per job, the index of its option (type, units, gain) chosen, or -1 for none: the
+    summed gains maximised with each type's units at most ``held``. Exact, by dynamic
+    programming over the units left of every type, while its work (those states times the
+    options) is at most :data:`TYPED_WORK` (Sia's 64-GPU cluster: 10,625 states, so about
+    ten jobs of a few dozen options); past that, the LP relaxation (solved through
+    ``solvers``), whose basic optimum splits at most one job per type, each split job then
+    given the best of its options that still fits, in order: at most one job per type
+    from exact, among many."""
+    shape = tuple(h + 1 for h in held)
+    if math.prod(shape) * sum(len(mine) for mine in options) <= TYPED_WORK:
+        return _typed_dp(options, shape)
+    return _typed_lp(options, held)
+
+
+def _typed_dp(options: list[list[tuple[int, int, float]]], shape: tuple[int, ...]) -> list[int]:
+    best = np.full(shape, -np.inf)
+    best[(0,) * len(shape)] = 0.0
+    steps = []
+    for mine in options:
+        new, pick = best.copy(), np.full(shape, -1, dtype=np.int32)
+        for c, (g, u, gain) in enumerate(mine):
+            if u >= shape[g]:
+                continue
+            dst = tuple(slice(u, None) if a == g else slice(None) for a in range(len(shape)))
+            src = tuple(slice(None, shape[g] - u) if a == g else slice(None) for a in range(len(shape)))
+            offer = best[src] + gain
+            better = offer > new[dst]
+            np.copyto(new[dst], offer, where=better)
+            pick[dst][better] = c
+        best = new
+        steps.append(pick)
+    at = list(np.unravel_index(int(np.argmax(best)), shape))
+    out = []
+    for pick, mine in zip(reversed(steps), reversed(options)):
+        c = int(pick[tuple(at)])
+        out.append(c)
+        if c >= 0:
+            at[mine[c][0]] -= mine[c][1]
+    return out[::-1]
+
+
+def _typed_lp(options: list[list[tuple[int, int, float]]], held: list[int]) -> list[int]:
+    flat = [(i, c, g, u, gain) for i, mine in enumerate(options) for c, (g, u, gain) in enumerate(mine)]
+    if not flat:
+        return [-1] * len(options)
+    i, _, g, u, gain = (np.array(x) for x in zip(*flat))
+    n = len(flat)
+    per_job = sp.coo_array((np.ones(n), (i, np.arange(n))), shape=(len(options), n))
+    per_type = sp.coo_array((u.astype(float), (g, np.arange(n))), shape=(len(held), n))
+    problem = Problem(c=gain.astype(float), sense="max", A=sp.vstack([per_job, per_type]).tocsr(),
+                      b=np.r_[np.ones(len(options)), held], upper=np.ones(n), name="typed-share")
+    result = solve_lp(problem)
+    x = result.x if result.success else np.zeros(n)
+    if not result.success:  # never seen: each job then takes the best option that fits, in order
+        logger.warning("typed share: the LP failed (%s)", result.status.value)
+    out, left = [-1] * len(options), np.array(held, dtype=float)
+    for k in np.flatnonzero(x > 1 - 1e-6):
+        out[i[k]] = int(flat[k][1])
+        left[g[k]] -= u[k]
+    for job in range(len(options)):
+        if out[job] < 0:
+            fits = [c for c, (gg, uu, _) in enumerate(options[job]) if uu <= left[gg] + 1e-9]
+            if fits:
+                c = max(fits, key=lambda c: options[job][c][2])
+                out[job] = c
+                left[options[job][c][0]] -= options[job][c][1]
+    return out
 
 
 def speedup_values(view: View, res: Residual, state: JobState, active: int,
@@ -191,9 +253,12 @@ def bend(rate: np.ndarray, lo: int) -> float:
 def _rate_by_count(res: Residual, job: Job, machines: np.ndarray | None = None) -> np.ndarray:
     """The job's rate at W = 0 .. its most workers the empty cluster holds, each on the
     fewest machines of one GPU type that hold W, the fastest type (rule 1), among ``machines``."""
-    rates = _rates_by_type(res, job, machines)
-    most = max((len(r) for r in rates.values()), default=1)
-    out = np.zeros(most)
+    return _fastest(_rates_by_type(res, job, machines))
+
+
+def _fastest(rates: dict[str | None, np.ndarray]) -> np.ndarray:
+    """Per count, the fastest of the types' ``rates`` (:func:`_rates_by_type`)."""
+    out = np.zeros(max((len(r) for r in rates.values()), default=1))
     for r in rates.values():
         out[:len(r)] = np.maximum(out[:len(r)], r)
     return out

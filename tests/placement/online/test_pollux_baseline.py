@@ -360,3 +360,31 @@ def test_lp_rounding_takes_the_typed_share_on_a_typed_cluster_below_oracle():
     share = LPRoundingPolicy(share_caps=True, threads=1).decide(none)
     assert share == LPRoundingPolicy(share_caps=False, threads=1).decide(typed_capped_view(none, picks))
     assert LPRoundingPolicy(threads=1).decide(none) == LPRoundingPolicy(share_caps=False, threads=1).decide(none)
+
+
+def test_the_typed_share_past_its_exact_size_rounds_the_lp_within_one_job_per_type(monkeypatch):
+    # the LP relaxation splits at most one job per type (its basic optimum has as many
+    # capacity rows); each split job then takes what fits, so the loss is at most that
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        held = [int(h) for h in rng.integers(0, 7, size=int(rng.integers(1, 4)))]
+        options = [[(int(rng.integers(0, len(held))), int(rng.integers(1, 5)), float(rng.uniform(0.1, 3)))
+                    for _ in range(int(rng.integers(0, 5)))] for _ in range(int(rng.integers(1, 6)))]
+        exact = sharing.typed_counts(options, held)
+        monkeypatch.setattr(sharing, "TYPED_WORK", 0)
+        rounded = sharing.typed_counts(options, held)
+        monkeypatch.undo()
+        def value(chosen):
+            used = [0] * len(held)
+            for mine, c in zip(options, chosen):
+                if c >= 0:
+                    used[mine[c][0]] += mine[c][1]
+            assert all(u <= h for u, h in zip(used, held))
+            return sum(mine[c][2] for mine, c in zip(options, chosen) if c >= 0)
+        every = [range(-1, len(mine)) for mine in options]
+        best = max(value(c) for c in itertools.product(*every)
+                   if all(sum(options[i][x][1] for i, x in enumerate(c) if x >= 0 and options[i][x][0] == g) <= h
+                          for g, h in enumerate(held)))
+        assert value(exact) == pytest.approx(best)
+        top = max((gain for mine in options for _, _, gain in mine), default=0.0)
+        assert value(rounded) >= best - len(held) * top - 1e-9
