@@ -1,13 +1,16 @@
 """Decision time per slot on a heterogeneous cluster, policies side by side.
 
-    python benchmarks/typed_decisions.py [--jobs 160] [--slots 12] [--seeds 0 1 2]
+    python benchmarks/typed_decisions.py [--jobs 160] [--slots 12] [--seeds 0 1 2] [--information none]
 
 The Sia paper's cluster shape (64 GPUs: 6 machines x 4 "t4", 3 x 8 "rtx", 2 x 8 "a100", one
 rack per type under a spine) with ``--jobs`` generated jobs (``placement.traces.generate``),
 all waiting from slot 0 and never finishing within the run, so every slot decides for all of
-them. Each job gets a speed table per GPU type: its linear rates times a per-type factor
-(t4 1, rtx 1.7, a100 3) scaled by how much of it the job sees (uniform 0.3..1), on all
-three types or a subset; 15% keep linear speed (the same on every type). Every policy
+them. Each job gets a speed table per GPU type: its rates (those of its model, MODEL.md 4,
+bent to W ** p, p uniform 0.5..1 per job: adaptive jobs' speedups bend, as Sia's goodputs
+do) times a per-type factor (t4 1, rtx 1.7, a100 3) scaled by how much of it the job sees
+(uniform 0.3..1), on all three types or a subset; 15% keep linear speed (the same on every
+type). The scheduler is told ``--information`` of job lengths (default ``none``, Sia's:
+lp-rounding then takes its typed share, docs/online.md "Shares"). Every policy
 decides the same slots; each slot's decisions are checked by the referee. Writes
 ``--out`` (Markdown, default ``benchmarks/TYPED.md``) with the median and worst decision
 time per policy and the violations found (none expected).
@@ -66,9 +69,10 @@ def typed_jobs(n: int, seed: int) -> list[Job]:
     for job in generate(jobs=n, cluster="racks:2x4", seed=seed).jobs:
         gain = rng.uniform(0.3, 1.0)
         kinds = rng.choice([("t4", "rtx", "a100")] * 3 + [("rtx", "a100"), ("a100",), ("t4", "rtx")])
+        p = rng.uniform(0.5, 1.0)
         counts = range(job.min_workers, job.max_workers + 1)
-        local = [w / job.batch_time(400) for w in counts]
-        spread = [w / job.batch_time(job.worker_gbps) for w in counts]
+        local = [w / job.batch_time(400) * (w / job.min_workers) ** (p - 1) for w in counts]
+        spread = [w / job.batch_time(job.worker_gbps) * (w / job.min_workers) ** (p - 1) for w in counts]
         job = dataclasses.replace(job, arrival=0, work_batches=job.work_batches * 1000)  # none ends in the run
         if rng.random() < 0.15:
             out.append(job)
@@ -80,12 +84,12 @@ def typed_jobs(n: int, seed: int) -> list[Job]:
     return out
 
 
-def run(policy: str, jobs: list[Job], slots: int) -> tuple[list[float], int]:
+def run(policy: str, jobs: list[Job], slots: int, information: str = "none") -> tuple[list[float], int]:
     """Decision seconds per slot and the referee's violations over the slots decided."""
     topo = cluster()
     inst = Instance(slot_seconds=SLOT_SECONDS, horizon=slots + 1, resources=("gpu", "cpu", "mem"),
                     topology=topo, jobs=tuple(jobs), name="typed64")
-    sched = OnlineScheduler(topo, policy=make_policy(policy), slot_seconds=SLOT_SECONDS)
+    sched = OnlineScheduler(topo, policy=make_policy(policy), slot_seconds=SLOT_SECONDS, information=information)
     for job in jobs:
         sched.submit(job)
     times, allocs = [], {}
@@ -103,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=12)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--policies", nargs="+", default=["lp-rounding", "greedy", "gavel", "tiresias"])
+    ap.add_argument("--information", choices=("oracle", "none"), default="none",
+                    help="what the scheduler is told of job lengths (default none, Sia's)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "TYPED.md"))
     args = ap.parse_args(argv)
     if args.jobs < 1 or args.slots < 1:
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     for policy in args.policies:
         times, bad = [], 0
         for seed in args.seeds:
-            t, b = run(policy, typed_jobs(args.jobs, seed), args.slots)
+            t, b = run(policy, typed_jobs(args.jobs, seed), args.slots, args.information)
             times += t
             bad += b
             bar.update(1)
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
          f"{len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}; load average {load} before.", "",
          f"The Sia paper's cluster shape (6 x 4 t4, 3 x 8 rtx, 2 x 8 a100 = 64 GPUs, one rack per type), "
          f"{args.jobs} jobs waiting from slot 0 with per-type speed tables (benchmarks/typed_decisions.py "
-         f"docstring), {args.slots} slots per seed, seeds {', '.join(map(str, args.seeds))}: every slot decides "
+         f"docstring), told `{args.information}` of their lengths, {args.slots} slots per seed, seeds {', '.join(map(str, args.seeds))}: every slot decides "
          "for every job. Violations: the referee on the slots decided (one GPU type per job included).", "",
          "| policy | decision median (s) | worst (s) | slots | violations |", "|---|---:|---:|---:|---:|"]
     for policy, med, worst, n, bad in rows:

@@ -238,7 +238,7 @@ class PolluxAdapter:
         """``useful_count`` of the job's rates on the fewest machines from the traces (as
         Optimus+Oracle reads them; module docstring), except for a policy that sizes jobs by
         its own objective as Pollux does (``uses_exploration_cap``: our ``pollux``; below ``oracle``,
-        a policy that takes shares on this cluster: ``lp-rounding``'s ``shares_on``), which in
+        a policy that takes shares: ``lp-rounding``'s ``share_caps``), which in
         ``adaptive`` mode is offered the JobInfo's ``max_replicas`` itself; in ``tuned`` mode under the JobInfo's
         ``max_replicas``, found again when that cap changes; in ``adaptive`` mode up to the
         simulator's limit (:func:`replica_limit`), found again when the job's epoch or
@@ -246,7 +246,7 @@ class PolluxAdapter:
         gradient noise), never below a count it was given (no job loses workers to a
         re-count)."""
         if self.mode == "adaptive" and (getattr(self.policy, "uses_exploration_cap", False) or (
-                self.information != "oracle" and self._shares())):
+                self.information != "oracle" and getattr(self.policy, "share_caps", False))):
             return offered_replicas(info)  # a policy that sizes jobs as Pollux does (pollux; lp-rounding's share)
         if self.mode == "adaptive" and self.information != "oracle":
             return self._fitted_count(name, info, sim_job, per_node)
@@ -263,11 +263,6 @@ class PolluxAdapter:
             found = self._useful[name] = (key, count)
         return found[1]
 
-
-    def _shares(self) -> bool:
-        """Does the policy cap jobs at their shares on this cluster below ``oracle``?"""
-        shares_on = getattr(self.policy, "shares_on", None)
-        return shares_on is not None and self._scheduler is not None and shares_on(self._scheduler.topology)
 
     def _fitted_count(self, name: str, info: Any, sim_job: Any, per_node: int) -> int:
         """Below ``oracle`` in ``adaptive`` mode, the GPU count from what Pollux's JobInfo

@@ -2,18 +2,18 @@
 every slot, round it, and apply the slot rules to the first slot.
 
 Per slot t, one straight path:
-0. *Shares* (below ``oracle``, on a cluster of one GPU type; ``share_caps``): each elastic job
-   whose speedup bends (:func:`~placement.online.sharing.bends`: the exponent of its
-   rates fitted as W ** p below :data:`~placement.online.sharing.LINEAR_BEND`) may have at
-   most the worker count Pollux's objective gives it (:mod:`placement.online.sharing`: the
-   power mean, p = -1, of the jobs' speedups over their fair share, restarts discounted), so
+0. *Shares* (below ``oracle``; ``share_caps``): each elastic job whose speedup bends
+   (:func:`~placement.online.sharing.bends`: the exponent of its rates fitted as W ** p
+   below :data:`~placement.online.sharing.LINEAR_BEND`) may have at most the worker count
+   Pollux's objective gives it (:mod:`placement.online.sharing`: the power mean, p = -1, of
+   the jobs' speedups over their fair share, restarts discounted; on a cluster of several
+   GPU types, each job one (type, count) as in Sia's MIP, each type its own capacity), so
    the window, which orders by sizes it does not know, shares the cluster as that objective
    does where no size tells the jobs apart and a wider job wastes workers; jobs whose speedup
    is linear are left to the window (running the shortest first is then optimal). The view
    the later steps see has those caps, never below the workers a job runs on (the window may
-   still shrink it, weighing the restart). With several partitions (step 1) each takes its
-   share on its own machines. The share knows no GPU types (Pollux's does not), so where the
-   cluster mixes them the window decides alone (docs/online.md, "Shares").
+   still shrink it, weighing the restart), and the type left to the window. With several
+   partitions (step 1) each takes its share on its own machines (docs/online.md, "Shares").
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
@@ -84,14 +84,13 @@ from placement.executors import InProcess
 from placement.formulation.aggregated import formulate_aggregated
 from placement.formulation.configuration import BUCKETS, formulate_configuration
 from placement.model.instance import Instance, Job
-from placement.model.topology import Topology
 from placement.model.progress import gpu_types
 from placement.model.intent import JobIntent
 from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
-from placement.online.sharing import capped_view, share_counts, typed_capped_view, typed_shares
+from placement.online.sharing import capped_view, share_counts, typed_shares
 from placement.slots.rules import decide_slot
 
 #: the window models the policy can use, by name (module docstring, step 3)
@@ -139,11 +138,10 @@ class LPRoundingPolicy:
     def __init__(self, *, window: int = 4, local_candidates: int = 3, spread_candidates: int = 2,
                  jobs_per_partition: int = 125, time_limit: float | None = 5.0, threads: int | None = None,
                  select_limit: int = 500, queue_charge: bool = True, model: str = "configuration",
-                 buckets: str = "geometric", executor: Any = None, share_caps: bool | None = None):
-        """``share_caps``: below ``oracle``, each elastic job whose speedup bends may have at
+                 buckets: str = "geometric", executor: Any = None, share_caps: bool = True):
+        """``share_caps``: below ``oracle``, may each elastic job whose speedup bends have at
         most its power-mean share of workers (:mod:`placement.online.sharing`; module
-        docstring, step 0): True on every cluster, False never, None (the default) where the
-        cluster has one GPU type.
+        docstring, step 0)? False: the window alone (``lp-no-share``).
         ``executor``: where the partitions' window chains run. None: a pool of ``threads``
         threads in this process; else a :class:`placement.online.partition_pool.PartitionPool`
         (worker processes on this machine), a ``concurrent.futures.Executor`` (``submit``)
@@ -183,7 +181,7 @@ class LPRoundingPolicy:
                 picks: dict[str, tuple[str | None, int]] = {}
                 for jobs, machines in parts:
                     picks.update(typed_shares(view, jobs, machines, res, bent_only=True))
-                view = typed_capped_view(view, picks)
+                view = capped_view(view, {j: w for j, (_, w) in picks.items()})
             else:
                 share: dict[str, int] = {}
                 for jobs, machines in parts:
@@ -239,15 +237,9 @@ class LPRoundingPolicy:
         self.last_timings = timings
         return placed
 
-    def shares_on(self, topology: Topology) -> bool:
-        """Below ``oracle``, does step 0 cap the bent jobs at their shares on this cluster
-        (``share_caps``)? The Pollux arena asks it too: a policy that shares is offered
-        each job up to Pollux's own exploration cap, the share deciding the count under it."""
-        return len(topology.gpu_types) <= 1 if self.share_caps is None else self.share_caps
-
     def _shares(self, view: View) -> bool:
         """Does step 0 cap this decision's bent jobs at their shares?"""
-        return not view.lengths_known and bool(view.jobs) and self.shares_on(view.instance.topology)
+        return self.share_caps and not view.lengths_known and bool(view.jobs)
 
     @contextmanager
     def _runner(self, cluster: Instance, count: int, start: int) -> Iterator[Callable]:
@@ -350,17 +342,6 @@ class LPAggregatedPolicy(LPRoundingPolicy):
 
     def __init__(self, **options):
         super().__init__(model="aggregated", **options)
-
-
-class LPSharePolicy(LPRoundingPolicy):
-    """``lp-rounding`` with ``share_caps=True``: the share of step 0 (module docstring) on
-    every cluster, one with several GPU types too, where the default leaves it out (the
-    share is blind to types: docs/online.md, "Shares")."""
-
-    name = "lp-share"
-
-    def __init__(self, **options):
-        super().__init__(share_caps=True, **options)
 
 
 class LPNoSharePolicy(LPRoundingPolicy):

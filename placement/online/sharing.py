@@ -21,8 +21,23 @@ jobs' speedups. Per job and worker count W:
    included, with a genetic algorithm (NSGA-II, 100 generations of 100).
 
 It reads no job length. Our ``pollux`` baseline places these counts; ``lp-rounding`` below
-``oracle`` may cap at them its elastic jobs whose speedup bends (``share_caps``;
-:func:`bends`).
+``oracle`` caps at them its elastic jobs whose speedup bends (``share_caps``; :func:`bends`).
+
+Types (:func:`typed_shares`, ``lp-rounding`` on a cluster of several GPU types). Pollux's
+objective knows no types: rule 1 takes each count at the job's fastest type, and rule 4's
+knapsack holds every GPU alike, so it may give two jobs five GPUs each of a type that has
+eight. With types, in the shape of Sia's MIP (Jayaram Subramanya et al., SOSP 2023; the
+artifact's ``sia.py``, ``optimize_mip``: one (type, count) configuration per job, each
+type's GPUs a capacity; its objective, a power mean with p = -0.5 of goodputs over the
+job's slowest one, is not taken: the terms stay rules 1-3's), each job takes one
+(type, count) or nothing, at that type's rate on its fewest machines, its speedup in the
+unit of rule 1 (the job's fastest type at its fair share, so the types compare), a change
+of type or count discounted by rule 2, each type's units at most what its machines hold;
+the terms of rule 3 summed and maximised, exactly by dynamic programming over the units
+left per type while that is cheap, else by the LP relaxation rounded (:func:`typed_counts`).
+``lp-rounding`` caps each job at the count of its pick and leaves the type to the window
+(capping the rate instead, the job allowed as many GPUs of any type as come to its pick's
+rate, did worse: docs/sia_arena.md).
 """
 from __future__ import annotations
 
@@ -35,8 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from placement.model.instance import Job
-from placement.model.progress import gpu_types, job_rate
-from placement.model.speed import SpeedTable, TypedSpeed
+from placement.model.progress import gpu_types
 from placement.online.policy import JobState, View
 from placement.slots.residual import Residual
 from placement.slots.rules import workers_of
@@ -46,7 +60,7 @@ from solvers.problem import Problem
 logger = logging.getLogger(__name__)
 
 __all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
-           "share_counts", "speedup_values", "typed_capped_view", "typed_counts", "typed_shares"]
+           "share_counts", "speedup_values", "typed_counts", "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
@@ -356,57 +370,3 @@ def capped_view(view: View, share: dict[str, int]) -> View:
     instance = dataclasses.replace(view.instance, jobs=tuple(jobs.get(job.id, job) for job in view.instance.jobs))
     states = {j: dataclasses.replace(state, job=jobs[j]) for j, state in view.jobs.items()}
     return dataclasses.replace(view, instance=instance, jobs=states)
-
-
-def typed_capped_view(view: View, picks: dict[str, tuple[str | None, int]]) -> View:
-    """``view`` with each elastic job of ``picks`` (:func:`typed_shares`) credited at most the
-    rate of its pick (its count on its type, on the fewest machines), or of the tasks it runs
-    on now if faster: on every type its rates are clipped there and its counts cut at the
-    most any type needs to reach it. So a job given one A100 may take as many T4s as come to
-    that speed, and none of the A100s past it (a count alone, as :func:`capped_view` caps on
-    one type, would hold it to one T4). A pick of no GPUs caps the job at its
-    ``min_workers``, as :func:`capped_view` does. Gangs and the jobs ``picks`` leaves out are
-    left as they are."""
-    res = view.residual()
-    share: dict[str, int] = {}
-    jobs: dict[str, Job] = {}
-    for j, (g, w) in picks.items():
-        state = view.jobs[j]
-        job = state.job
-        if job.min_workers == job.max_workers or job.speed is None:
-            continue
-        if w == 0:
-            share[j] = 0
-            continue
-        top = max(_rates_by_type(res, job)[g][w], job_rate(view.instance, job, state.previous))
-        reach = [_reach(table, top) for _, table in _tables(job.speed)]
-        cap = max(job.min_workers, min(job.max_workers, max(max(reach), workers_of(state.previous))))
-        jobs[j] = dataclasses.replace(job, max_workers=cap, speed=_clipped(job.speed.cut(cap), top))
-    view = capped_view(view, share)
-    if not jobs:
-        return view
-    instance = dataclasses.replace(view.instance, jobs=tuple(jobs.get(job.id, job) for job in view.instance.jobs))
-    states = {j: dataclasses.replace(state, job=jobs.get(j, state.job)) for j, state in view.jobs.items()}
-    return dataclasses.replace(view, instance=instance, jobs=states)
-
-
-def _tables(speed: SpeedTable | TypedSpeed) -> tuple[tuple[str | None, SpeedTable], ...]:
-    return speed.by_type if isinstance(speed, TypedSpeed) else ((None, speed),)
-
-
-def _reach(table: SpeedTable, top: float) -> int:
-    """The fewest workers whose best rate (local or spread) reaches ``top``, or the most."""
-    for k in range(len(table.local)):
-        if max([table.local[k]] + [rates[k] for _, rates in table.spread]) >= top * (1 - 1e-9):
-            return table.min_workers + k
-    return table.max_workers
-
-
-def _clipped(speed: SpeedTable | TypedSpeed, top: float) -> SpeedTable | TypedSpeed:
-    """Every rate of ``speed`` at most ``top``."""
-    def clip(t: SpeedTable) -> SpeedTable:
-        return SpeedTable(t.min_workers, tuple(min(r, top) for r in t.local),
-                          tuple((m, tuple(min(r, top) for r in rates)) for m, rates in t.spread))
-    if isinstance(speed, TypedSpeed):
-        return TypedSpeed(tuple((g, clip(t)) for g, t in speed.by_type))
-    return clip(speed)

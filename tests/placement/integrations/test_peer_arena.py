@@ -16,7 +16,7 @@ import pytest
 from placement.model.instance import Job
 from placement.integrations.linear_speed import linear_speed, reference_placements
 from placement.integrations.measured_speed import UNMEASURED, entry_placements, packed
-from placement.integrations.pollux_adapter import (GPU, PeerError, make_adapter, progress_rate, replica_limit,
+from placement.integrations.pollux_adapter import (PeerError, make_adapter, progress_rate, replica_limit,
                                                    speedup_table, traces_table)
 from placement.online.greedy_policy import GreedyPolicy
 from placement.online.baselines import Pollux
@@ -214,11 +214,9 @@ def test_lp_rounding_is_offered_pollux_cap_only_where_its_share_sizes_the_jobs()
     sim = types.SimpleNamespace(pollux=types.SimpleNamespace(PolluxPolicy=object))
     info = types.SimpleNamespace(max_replicas=2)
     for policy, information, want in (("lp-rounding", "none", 2), ("lp-rounding", "oracle", 8),
-                                      ("lp-share", "none", 2), ("lp-share", "oracle", 8),
                                       ("lp-no-share", "oracle", 8)):
         adapter = make_adapter(sim, make_policy(policy), "adaptive", clock=lambda: 0.0, sim_jobs=dict,
                                information=information)
-        adapter._cluster({k: types.SimpleNamespace(resources={GPU: 4}) for k in range(2)})  # as optimize does first
         assert adapter._useful_count("j", info, _AdaptiveJob(penalty=0.5), 4) == want, (policy, information)
 
 

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 
 from placement.model.speed import SpeedTable, TypedSpeed
-from placement.model.topology import Machine
 from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online import sharing
 from placement.online.partitions import partitions
 from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bends, capped_view, counts, share_counts,
-                                      speedup_values, typed_capped_view, typed_shares)
+                                      speedup_values, typed_shares)
 from placement.online.policy import JobState, View
 
 from .. import builders as B
@@ -211,31 +210,14 @@ def test_in_one_decision_only_the_bent_jobs_are_capped():
     assert share_counts(view(linear("x"), linear("y")), bent_only=True) == {}
 
 
-def test_the_default_shares_on_a_cluster_of_one_gpu_type_only():
-    # share_caps None (lp-rounding's default) caps as True on one untyped machine; with two
-    # GPU types it decides as False (the share is blind to types); lp-no-share never caps
+def test_the_default_shares_and_lp_no_share_does_not():
     from placement.online.registry import make_policy
     v = dataclasses.replace(view(bent("a", work_batches=1e5), bent("b", work_batches=2e5),
                                  bent("c", work_batches=3e5)), information="none")
     capped = LPRoundingPolicy(share_caps=True, threads=1).decide(v)
-    free = LPRoundingPolicy(share_caps=False, threads=1).decide(v)
-    assert capped != free
+    assert capped != LPRoundingPolicy(share_caps=False, threads=1).decide(v)
     assert LPRoundingPolicy(threads=1).decide(v) == capped
-    assert make_policy("lp-rounding").share_caps is None and make_policy("lp-no-share").share_caps is False
-    typed_topo = B.star(Machine("m0", {"gpu": 8.0}, 400, "a100"), Machine("m1", {"gpu": 8.0}, 400, "t4"))
-    jobs = [bent(f"j{i}", most=16, work_batches=1e5 * (i + 1)) for i in range(3)]
-    inst = B.instance(typed_topo, *jobs, T=4, resources=("gpu",))
-    typed = View(0, inst, {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs},
-                 4, "none")
-    # every machine of one declared type: one GPU type, so the default shares
-    one_topo = B.star(Machine("m0", {"gpu": 8.0}, 400, "a100"), Machine("m1", {"gpu": 8.0}, 400, "a100"))
-    one = dataclasses.replace(typed, instance=B.instance(one_topo, *jobs, T=4, resources=("gpu",)))
-    assert (LPRoundingPolicy(threads=1).decide(one)
-            == LPRoundingPolicy(share_caps=True, threads=1).decide(one)
-            != LPRoundingPolicy(share_caps=False, threads=1).decide(one))
-    assert (LPRoundingPolicy(threads=1).decide(typed)
-            == LPRoundingPolicy(share_caps=False, threads=1).decide(typed)
-            != LPRoundingPolicy(share_caps=True, threads=1).decide(typed))
+    assert make_policy("lp-rounding").share_caps is True and make_policy("lp-no-share").share_caps is False
 
 
 def test_a_partitions_share_is_the_share_of_its_machines_alone():
@@ -336,30 +318,20 @@ def test_the_typed_share_is_exact_against_every_type_and_count():
         assert sum(value[(j, g, w)] for j, (g, w) in got.items()) == pytest.approx(best)
 
 
-def test_a_typed_cap_lets_a_job_take_the_slow_gpus_that_come_to_its_share():
-    # job a's pick is one A100 (rate 4): on T4s (rate sqrt W) no count reaches 4, so it may
-    # take all 8 there; on A100s its rates stop at 4. b's pick of no GPUs caps it at one.
-    v = typed_view(typed_bent("a", 4.0), typed_bent("b", 4.0), a100=2, t4=8)
-    capped = typed_capped_view(v, {"a": ("a100", 1), "b": (None, 0)})
-    a = capped.jobs["a"].job
-    assert a.max_workers == 8 and capped.jobs["b"].job.max_workers == 1
-    assert a.speed.rate(2, 1, "a100") == pytest.approx(4.0) and a.speed.rate(8, 1, "t4") == pytest.approx(8 ** 0.5)
-    # picked two T4s (rate 1.41): one A100 is past it (rate 4, clipped), two T4s reach it
-    capped = typed_capped_view(v, {"a": ("t4", 2)}).jobs["a"].job
-    assert capped.max_workers == 2 and capped.speed.rate(1, 1, "a100") == pytest.approx(2 ** 0.5)
-    # running on four T4s (rate 2), above a pick of one T4: its cap is what it runs at
-    running = dataclasses.replace(v, jobs={**v.jobs, "a": dataclasses.replace(v.jobs["a"], previous={"slow": (4, 0)})})
-    capped = typed_capped_view(running, {"a": ("t4", 1)}).jobs["a"].job
-    assert capped.max_workers == 4 and capped.speed.rate(4, 1, "t4") == pytest.approx(2.0)
-
-
-def test_lp_rounding_takes_the_typed_share_on_a_typed_cluster_below_oracle():
-    v = typed_view(*(typed_bent(f"j{i}", 4.0) for i in range(3)), a100=2, t4=8)
-    none = dataclasses.replace(v, information="none")
-    picks = typed_shares(none, bent_only=True)
-    share = LPRoundingPolicy(share_caps=True, threads=1).decide(none)
-    assert share == LPRoundingPolicy(share_caps=False, threads=1).decide(typed_capped_view(none, picks))
-    assert LPRoundingPolicy(threads=1).decide(none) == LPRoundingPolicy(share_caps=False, threads=1).decide(none)
+def test_lp_rounding_caps_each_bent_job_at_its_typed_share_count_on_a_typed_cluster():
+    # three equal bent jobs on 2 A100s and 8 T4s: the typed share's counts cap them (the
+    # type is the window's to choose); the untyped share would split the 10 GPUs as one type
+    v = dataclasses.replace(typed_view(*(typed_bent(f"j{i}", 4.0) for i in range(3)), a100=2, t4=8),
+                            information="none")
+    picks = typed_shares(v, bent_only=True)
+    assert sorted(w for _, w in picks.values()) != sorted(share_counts(v, bent_only=True).values())
+    share = LPRoundingPolicy(threads=1).decide(v)
+    assert share == LPRoundingPolicy(share_caps=False, threads=1).decide(capped_view(v, {j: w for j, (_, w) in picks.items()}))
+    assert share != LPRoundingPolicy(share_caps=False, threads=1).decide(v)
+    assert all(placed(share)[j] <= max(1, picks[j][1]) for j in placed(share))
+    # at oracle no share: the window alone
+    told = dataclasses.replace(v, information="oracle")
+    assert LPRoundingPolicy(threads=1).decide(told) == LPRoundingPolicy(share_caps=False, threads=1).decide(told)
 
 
 def test_the_typed_share_past_its_exact_size_rounds_the_lp_within_one_job_per_type(monkeypatch):
