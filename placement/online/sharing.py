@@ -113,8 +113,10 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
         return {}
     hs = np.arange(len(res.machine_ids)) if machines is None else machines
     kinds = np.array([res.instance.topology.machines[h].gpu_type for h in hs], dtype=object)
-    types = sorted({g for g in kinds if g is not None})
-    held = [int(math.floor(res.cap[hs][kinds == g, k].sum() / unit + 1e-9)) for g in types]
+    # sorted, then None: machines that declare no type are a type of their own
+    types = sorted({g for g in kinds if g is not None}) + [None] * any(g is None for g in kinds)
+    held = [int(math.floor(res.cap[hs][np.array([x == g for x in kinds], dtype=bool), k].sum() / unit + 1e-9))
+            for g in types]
     options, picks = [], []
     for j in order:
         state = view.jobs[j]

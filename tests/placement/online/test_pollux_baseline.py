@@ -360,3 +360,14 @@ def test_the_typed_share_past_its_exact_size_rounds_the_lp_within_one_job_per_ty
         assert value(exact) == pytest.approx(best)
         top = max((gain for mine in options for _, _, gain in mine), default=0.0)
         assert value(rounded) >= best - len(held) * top - 1e-9
+
+
+def test_the_typed_share_counts_machines_without_a_type_as_a_type_of_their_own():
+    topo = B.star(dataclasses.replace(B.machine("fast", gpu=2), gpu_type="a100"), B.machine("plain", gpu=4))
+    jobs = [bent("a", most=6), bent("b", most=6)]
+    inst = B.instance(topo, *jobs, T=4, resources=("gpu",))
+    v = View(0, inst, {j.id: JobState(j, done=0.0, attained=0.0, previous={}, last_ran=None) for j in jobs}, 4, "none")
+    picks = typed_shares(v)
+    assert {g for g, _ in picks.values()} <= {"a100", None}
+    assert sum(w for g, w in picks.values() if g == "a100") <= 2 and sum(w for g, w in picks.values() if g is None) <= 4
+    assert LPRoundingPolicy(threads=1).decide(v)
