@@ -130,8 +130,10 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
                 gain = values[w] - values[0]
                 if gain > best:  # a count no better than a smaller one on its type is never worth its units
                     best = gain
-                    mine.append((types.index(g), int(w) * cost, gain)), pick.append((g, int(w)))
-        options.append(mine), picks.append(pick)
+                    mine.append((types.index(g), int(w) * cost, gain))
+                    pick.append((g, int(w)))
+        options.append(mine)
+        picks.append(pick)
     chosen = typed_counts(options, held)
     out = {j: picks[i][c] if c >= 0 else (None, 0) for i, (j, c) in enumerate(zip(order, chosen))}
     return {j: p for j, p in out.items() if j in keep}
