@@ -90,7 +90,7 @@ from placement.online.candidates import candidate_domains_each
 from placement.online.partitions import partitions
 from placement.online.policy import TaskDict, View
 from placement.online.queue_charge import leftover, queue_delay, queue_extra
-from placement.online.sharing import capped_view, share_counts, typed_shares
+from placement.online.sharing import capped_view, shares
 from placement.slots.rules import decide_slot
 
 #: the window models the policy can use, by name (module docstring, step 3)
@@ -176,17 +176,7 @@ class LPRoundingPolicy:
         timings = {"candidates": time.perf_counter() - clock, "formulate": 0.0, "lp": 0.0}
         if self._shares(view):
             clock = time.perf_counter()
-            res = view.residual()
-            if len(view.instance.topology.gpu_types) > 1:
-                picks: dict[str, tuple[str | None, int]] = {}
-                for jobs, machines in parts:
-                    picks.update(typed_shares(view, jobs, machines, res, bent_only=True))
-                view = capped_view(view, {j: w for j, (_, w) in picks.items()})
-            else:
-                share: dict[str, int] = {}
-                for jobs, machines in parts:
-                    share.update(share_counts(view, jobs, machines, res, bent_only=True))
-                view = capped_view(view, share)
+            view = capped_view(view, shares(view, parts))
             timings["share"] = time.perf_counter() - clock
         inst, t = view.instance, view.t
         plans: dict[int, dict] = {}

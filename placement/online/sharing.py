@@ -60,7 +60,7 @@ from solvers.problem import Problem
 logger = logging.getLogger(__name__)
 
 __all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
-           "share_counts", "speedup_values", "typed_counts", "typed_shares"]
+           "share_counts", "shares", "speedup_values", "typed_counts", "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
@@ -72,6 +72,22 @@ TYPED_WORK = 4_000_000
 LINEAR_BEND = 0.95
 
 
+def shares(view: View, parts: Sequence[tuple[Sequence[str], np.ndarray]]) -> dict[str, int]:
+    """The worker count each bent job (:func:`bends`) may have, partition by partition
+    (``parts``: each partition's jobs and machine indices, as if it were the cluster):
+    :func:`typed_shares`' count on a cluster of several GPU types, else :func:`share_counts`.
+    What ``lp-rounding``'s step 0 caps its jobs at (:func:`capped_view`)."""
+    res = view.residual()
+    typed = len(view.instance.topology.gpu_types) > 1
+    out: dict[str, int] = {}
+    for jobs, machines in parts:
+        if typed:
+            out.update({j: w for j, (_, w) in typed_shares(view, jobs, machines, res, bent_only=True).items()})
+        else:
+            out.update(share_counts(view, jobs, machines, res, bent_only=True))
+    return out
+
+
 def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
                  res: Residual | None = None, *, bent_only: bool = False) -> dict[str, int]:
     """Each active job's worker count under rules 1-4 (module docstring), in arrival order;
@@ -81,13 +97,7 @@ def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     ``view.residual()``, built once by a caller taking every partition's share.
     ``bent_only``: only the counts of the jobs whose speedup bends (:func:`bends`; every
     job still takes part in the knapsack), none computed when no job bends."""
-    ids = list(view.jobs) if jobs is None else list(jobs)
-    if not ids:
-        return {}
-    order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
-    res = view.residual() if res is None else res
-    rates = {j: _rate_by_count(res, view.jobs[j].job, machines) for j in order}
-    keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    order, res, by_type, rates, keep = _prelude(view, jobs, machines, res, bent_only)
     if not keep:
         return {}
     capacity, cost = _budget(res, [view.jobs[j].job for j in order], machines)
@@ -102,14 +112,11 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     1-3 maximised, each count at its own type's rate (Sia's shape: its MIP over (job, type,
     count) configurations), by :func:`typed_counts`. Each job's pick (type None and count
     0: none), arguments as :func:`share_counts`."""
-    ids = list(view.jobs) if jobs is None else list(jobs)
-    order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
-    res = view.residual() if res is None else res
-    by_type = {j: _rates_by_type(res, view.jobs[j].job, machines) for j in order}
-    rates = {j: _fastest(by_type[j]) for j in order}
-    keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    order, res, by_type, rates, keep = _prelude(view, jobs, machines, res, bent_only)
+    if not keep:
+        return {}
     k, unit = _binding(res, [view.jobs[j].job for j in order], machines)
-    if not keep or unit is None:
+    if unit is None:
         return {}
     hs = np.arange(len(res.machine_ids)) if machines is None else machines
     kinds = np.array([res.instance.topology.machines[h].gpu_type for h in hs], dtype=object)
@@ -137,6 +144,20 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     chosen = typed_counts(options, held)
     out = {j: picks[i][c] if c >= 0 else (None, 0) for i, (j, c) in enumerate(zip(order, chosen))}
     return {j: p for j, p in out.items() if j in keep}
+
+
+def _prelude(view: View, jobs: Sequence[str] | None, machines: np.ndarray | None, res: Residual | None,
+             bent_only: bool) -> tuple[list[str], Residual, dict[str, dict[str | None, np.ndarray]],
+                                       dict[str, np.ndarray], set[str]]:
+    """What both shares start from: the jobs in arrival order, the residual, each job's
+    rates by type and at its fastest type (rule 1), and the jobs whose counts are wanted."""
+    ids = list(view.jobs) if jobs is None else list(jobs)
+    order = sorted(ids, key=lambda j: (view.jobs[j].job.arrival, j))
+    res = view.residual() if res is None else res
+    by_type = {j: _rates_by_type(res, view.jobs[j].job, machines) for j in order}
+    rates = {j: _fastest(by_type[j]) for j in order}
+    keep = {j for j in order if bends(view.jobs[j].job, rates[j])} if bent_only else set(order)
+    return order, res, by_type, rates, keep
 
 
 def typed_counts(options: list[list[tuple[int, int, float]]], held: list[int]) -> list[int]:
