@@ -277,12 +277,15 @@ def bends(job: Job, rate: np.ndarray) -> bool:
 
 def bend(rate: np.ndarray, lo: int) -> float:
     """The exponent p of rate(W) = rate(lo) (W / lo) ** p, by least squares in logs over the
-    counts W > ``lo`` of positive rate (``rate`` indexed by W): 1 for a linear speedup, 0 for
-    one that gains nothing from more workers; 1 when no larger count runs."""
+    counts W > ``lo`` that run at least as fast as ``lo`` (``rate`` indexed by W): 1 for a
+    linear speedup, 0 for one that gains nothing from more workers; 1 when no larger count
+    runs. A count slower than the fewest workers is one no share gives, and in the Sia arena
+    a count the simulator has no measure of (its placeholder rate, ``UNMEASURED`` x the
+    fastest): fitted, such counts made every elastic job there look bent."""
     if lo >= len(rate) or rate[lo] <= 0:
         return 1.0
     w = np.arange(lo + 1, len(rate))
-    w = w[rate[w] > 0]
+    w = w[rate[w] >= rate[lo]]
     if not len(w):
         return 1.0
     x, y = np.log(w / lo), np.log(rate[w] / rate[lo])

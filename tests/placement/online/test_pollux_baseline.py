@@ -155,6 +155,11 @@ def test_bend_is_the_exponent_of_a_power_speedup():
     # from a job's fewest workers: rate (W / 2) ** 0.5 above W = 2
     assert bend(np.array([0.0, 0.0] + [(w / 2) ** 0.5 for w in range(2, 17)]), 2) == pytest.approx(0.5)
     assert bend(np.array([0.0, 1.0]), 1) == 1.0                 # one count: nothing bends
+    # counts slower than the fewest workers are not fitted: a linear speedup measured at
+    # 1, 2, 4, 8 only (the Sia arena's placeholders, 1e-6 x the fastest, elsewhere) is linear
+    sparse = np.array([0.0] + [w if w in (1, 2, 4, 8) else 8e-6 for w in range(1, 9)])
+    assert bend(sparse, 1) == pytest.approx(1.0)
+    assert bend(np.array([0.0, 1.0, 2.0, 0.5]), 1) == pytest.approx(1.0)
 
 
 def test_only_elastic_jobs_whose_speedup_bends_are_capped():
