@@ -165,12 +165,13 @@ def typed_counts(options: list[list[tuple[int, int, float]]], held: list[int]) -
     summed gains maximised with each type's units at most ``held``. Exact, by dynamic
     programming over the units left of every type, while its work (those states times the
     options) is at most :data:`TYPED_WORK` (Sia's 64-GPU cluster: 10,625 states, so about
-    ten jobs of a few dozen options); past that, the LP relaxation (solved through
+    ten jobs of a few dozen options; with one type always, its work only linear in the
+    units); past that, the LP relaxation (solved through
     ``solvers``), whose basic optimum splits at most one job per type, each split job then
     given the best of its options that still fits, in order: at most one job per type
     from exact, among many."""
     shape = tuple(h + 1 for h in held)
-    if math.prod(shape) * sum(len(mine) for mine in options) <= TYPED_WORK:
+    if len(shape) == 1 or math.prod(shape) * sum(len(mine) for mine in options) <= TYPED_WORK:
         return _typed_dp(options, shape)
     return _typed_lp(options, held)
 
@@ -351,31 +352,13 @@ def _binding(res: Residual, jobs: list[Job], machines: np.ndarray | None = None)
 
 def counts(values: list[np.ndarray], cost: list[int], capacity: int) -> list[int]:
     """The worker count of each job maximising the summed ``values[j][W]`` with the counts'
-    units (``cost[j]`` per worker) at most ``capacity``: exact, by dynamic programming over
-    the capacity used (ties: the fewest units used)."""
-    best = np.full(capacity + 1, -np.inf)
-    best[0] = 0.0
-    picks = []
-    for value, c in zip(values, cost):
-        new = np.full(capacity + 1, -np.inf)
-        pick = np.zeros(capacity + 1, dtype=np.int64)
-        for w in np.flatnonzero(np.isfinite(value)):
-            used = int(w) * c
-            if used > capacity:
-                break
-            shifted = best[:capacity + 1 - used] + value[w]
-            better = shifted > new[used:]
-            new[used:][better] = shifted[better]
-            pick[used:][better] = w
-        best = new
-        picks.append(pick)
-    left = int(np.argmax(best))
-    out = []
-    for pick, c in zip(reversed(picks), reversed(cost)):
-        w = int(pick[left])
-        out.append(w)
-        left -= w * c
-    return out[::-1]
+    units (``cost[j]`` per worker) at most ``capacity``: :func:`typed_counts` with one type,
+    each count W >= 1 of finite value an option gaining ``values[j][W] - values[j][0]``
+    (ties: the fewest units used)."""
+    options = [[(0, int(w) * c, float(value[w] - value[0])) for w in np.flatnonzero(np.isfinite(value)) if w > 0]
+               for value, c in zip(values, cost)]
+    ws = [[int(w) for w in np.flatnonzero(np.isfinite(value)) if w > 0] for value in values]
+    return [mine[k] if k >= 0 else 0 for mine, k in zip(ws, typed_counts(options, [capacity]))]
 
 
 def capped_view(view: View, share: dict[str, int]) -> View:
