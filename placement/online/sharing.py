@@ -26,15 +26,18 @@ It reads no job length. Our ``pollux`` baseline places these counts; ``lp-roundi
 Types (:func:`typed_shares`, ``lp-rounding`` on a cluster of several GPU types). Pollux's
 objective knows no types: rule 1 takes each count at the job's fastest type, and rule 4's
 knapsack holds every GPU alike, so it may give two jobs five GPUs each of a type that has
-eight. With types, in the shape of Sia's MIP (Jayaram Subramanya et al., SOSP 2023; the
-artifact's ``sia.py``, ``optimize_mip``: one (type, count) configuration per job, each
-type's GPUs a capacity; its objective, a power mean with p = -0.5 of goodputs over the
-job's slowest one, is not taken: the terms stay rules 1-3's), each job takes one
-(type, count) or nothing, at that type's rate on its fewest machines, its speedup in the
-unit of rule 1 (the job's fastest type at its fair share, so the types compare), a change
-of type or count discounted by rule 2, each type's units at most what its machines hold;
-the terms of rule 3 summed and maximised, exactly by dynamic programming over the units
-left per type while that is cheap, else by the LP relaxation rounded (:func:`typed_counts`).
+eight. With types the share is Sia's (Jayaram Subramanya et al., SOSP 2023; the artifact's
+``sia.py``, ``optimize_mip``, constants from its ``simulator_config.py``): each job takes
+one (type, count) configuration or nothing, at that type's rate on its fewest machines,
+each type's units at most what its machines hold, and the sum over jobs of
+(goodput / the job's slowest goodput) ** :data:`SIA_POWER` (p = -0.5), a job left out
+costing :data:`SIA_LEFT_OUT` (1.1), is minimised (:func:`sia_values`); a change of type or
+count multiplies the goodput by rule 2's factor, as Sia does (``sia_use_pollux_realloc_factor``).
+Solved exactly by dynamic programming over the units left per type while that is cheap,
+else by the LP relaxation rounded (:func:`typed_counts`). With rules 1-3's terms instead
+(Pollux's p = -1 over the fair share, which runs every job it can) the Sia arena gave
+1.025x ``peer:sia``, with Sia's 1.002x (docs/sia_arena.md): Sia's cost of leaving a job out
+is small, so its share grows the jobs that gain most from a type before it starts another.
 ``lp-rounding`` caps each job at the count of its pick and leaves the type to the window
 (capping the rate instead, the job allowed as many GPUs of any type as come to its pick's
 rate, did worse: docs/sia_arena.md).
@@ -59,13 +62,17 @@ from solvers.problem import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
-           "share_counts", "shares", "speedup_values", "typed_counts", "typed_shares"]
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "SIA_LEFT_OUT", "SIA_POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
+           "share_counts", "shares", "sia_values", "speedup_values", "typed_counts", "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
 #: added to every speedup before the power mean (pollux.py: ``scaled_speedups + 1e-3``)
 FLOOR = 1e-3
+#: Sia's fairness exponent over normalised goodputs (simulator_config.py, ``sia_default_p_val``)
+SIA_POWER = -0.5
+#: Sia's cost of a job left without GPUs (simulator_config.py, ``sia_default_lambda_n``)
+SIA_LEFT_OUT = 1.1
 #: the typed share is exact by dynamic programming up to this much work (states x options)
 TYPED_WORK = 4_000_000
 #: a job whose speedup's fitted exponent (:func:`bend`) is at least this is taken as linear
@@ -107,11 +114,10 @@ def share_counts(view: View, jobs: Sequence[str] | None = None, machines: np.nda
 
 def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.ndarray | None = None,
                  res: Residual | None = None, *, bent_only: bool = False) -> dict[str, tuple[str | None, int]]:
-    """Rule 4 with GPU types (module docstring, "Types"): each job one (type, count) or
-    nothing, each type's units at most what its machines hold, the summed terms of rules
-    1-3 maximised, each count at its own type's rate (Sia's shape: its MIP over (job, type,
-    count) configurations), by :func:`typed_counts`. Each job's pick (type None and count
-    0: none), arguments as :func:`share_counts`."""
+    """Sia's share (module docstring, "Types"): each job one (type, count) or nothing, each
+    type's units at most what its machines hold, Sia's objective (:func:`sia_values`)
+    optimised, each count at its own type's rate, by :func:`typed_counts`. Each job's pick
+    (type None and count 0: none), arguments as :func:`share_counts`."""
     order, res, by_type, rates, keep = _prelude(view, jobs, machines, res, bent_only)
     if not keep:
         return {}
@@ -131,7 +137,7 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
         now = gpu_types(view.instance, state.previous)
         mine, pick = [], []
         for g, rate in by_type[j].items():
-            values = speedup_values(view, res, state, len(order), machines, rate, base=rates[j], kept=now == {g})
+            values = sia_values(view, state, rate, slowest=_slowest(by_type[j], state.job), kept=now == {g})
             best = 0.0
             for w in np.flatnonzero(np.isfinite(values[1:])) + 1:
                 gain = values[w] - values[0]
@@ -232,38 +238,64 @@ def _typed_lp(options: list[list[tuple[int, int, float]]], held: list[int]) -> l
 
 
 def speedup_values(view: View, res: Residual, state: JobState, active: int,
-                   machines: np.ndarray | None = None, rate: np.ndarray | None = None, *,
-                   base: np.ndarray | None = None, kept: bool = True) -> np.ndarray:
+                   machines: np.ndarray | None = None, rate: np.ndarray | None = None) -> np.ndarray:
     """Per worker count W = 0 .. the most the job may take, -(speedup + FLOOR) ** POWER:
     the job's term of rules 1-3 (``-inf`` below its ``min_workers``; W = 0 costs 1 / FLOOR),
     the cluster being ``machines`` (indices; None: all) and ``active`` jobs. ``rate``: the
-    job's rate by count on ``machines`` (rule 1), when the caller has it already; ``base``:
-    the rates whose fair-share entry is the speedup's unit (None: ``rate``; the typed share
-    passes every type's rate at its fastest type, so the types compare in one unit);
-    ``kept``: are these rates on the job's current GPU type (False: every count is a restart)."""
+    job's rate by count on ``machines`` (rule 1), when the caller has it already."""
     job = state.job
     rate = _rate_by_count(res, job, machines) if rate is None else rate
-    base = rate if base is None else base
     most = len(rate) - 1
     values = np.full(most + 1, -np.inf)
     values[0] = -FLOOR ** POWER
     if most < 1:
         return values
     holds = int(res.worker_room(job, machines).sum())
-    fair = base[min(len(base) - 1, max(1, math.ceil(holds / active)))]
+    fair = rate[min(most, max(1, math.ceil(holds / active)))]
     alpha, _ = res.demand(job)
     cap = res.cap if machines is None else res.cap[machines]
     totals = cap.sum(axis=0)
     share = float(np.max(np.divide(alpha, totals, out=np.zeros_like(alpha), where=totals > 0)))
     scale = share * len(cap) / fair if fair > 0 else 0.0
-    age = (view.t - job.arrival + 1) * view.instance.slot_seconds
-    delay = job.restart_seconds
-    factor = max(age - state.changes * delay, 0.0) / (age + delay) if age + delay > 0 else 1.0
-    before = workers_of(state.previous) if kept else -1
+    factor, before = _restart_factor(view, state), workers_of(state.previous)
     for w in range(max(1, job.min_workers), most + 1):
         speedup = rate[w] * scale * (1.0 if w == before else factor)
         values[w] = -(speedup + FLOOR) ** POWER
     return values
+
+
+def sia_values(view: View, state: JobState, rate: np.ndarray, *, slowest: float, kept: bool) -> np.ndarray:
+    """Per worker count W = 0 .. len(rate) - 1 on one GPU type, minus the job's term of Sia's
+    objective (module docstring, "Types"), so that larger is better: -(rate[W] / ``slowest``,
+    times rule 2's factor unless W is the count it runs on this type) ** SIA_POWER, W = 0
+    (left out) -SIA_LEFT_OUT, ``-inf`` below ``min_workers`` and where the rate is 0.
+    ``kept``: are these rates on the job's current type (False: every count is a restart)."""
+    job = state.job
+    values = np.full(len(rate), -np.inf)
+    values[0] = -SIA_LEFT_OUT
+    factor, before = _restart_factor(view, state), workers_of(state.previous) if kept else -1
+    for w in range(max(1, job.min_workers), len(rate)):
+        goodput = rate[w] / slowest * (1.0 if w == before else factor) if slowest > 0 else 0.0
+        if goodput > 0:
+            values[w] = -goodput ** SIA_POWER
+    return values
+
+
+def _slowest(rates: dict[str | None, np.ndarray], job: Job) -> float:
+    """Sia's unit of a job's goodput: its slowest configuration, its fewest workers on its
+    slowest type (Sia takes the least goodput of any configuration; on its tables, these)."""
+    lo = max(1, job.min_workers)
+    runs = [r[lo] for r in rates.values() if len(r) > lo and r[lo] > 0]
+    return min(runs) if runs else 0.0
+
+
+def _restart_factor(view: View, state: JobState) -> float:
+    """Rule 2: max(age - changes x delay, 0) / (age + delay), the goodput kept by a job that
+    changes its count or type now (Pollux's; Sia's ``sia_use_pollux_realloc_factor``)."""
+    job = state.job
+    age = (view.t - job.arrival + 1) * view.instance.slot_seconds
+    delay = job.restart_seconds
+    return max(age - state.changes * delay, 0.0) / (age + delay) if age + delay > 0 else 1.0
 
 
 def bends(job: Job, rate: np.ndarray) -> bool:

@@ -14,8 +14,8 @@ from placement.online.baselines import Pollux
 from placement.online.lp_policy import LPRoundingPolicy
 from placement.online import sharing
 from placement.online.partitions import partitions
-from placement.online.sharing import (FLOOR, LINEAR_BEND, bend, bends, capped_view, counts, share_counts,
-                                      speedup_values, typed_shares)
+from placement.online.sharing import (FLOOR, LINEAR_BEND, SIA_LEFT_OUT, SIA_POWER, bend, bends, capped_view, counts,
+                                      share_counts, sia_values, speedup_values, typed_shares)
 from placement.online.policy import JobState, View
 
 from .. import builders as B
@@ -287,16 +287,27 @@ def typed_view(*jobs, a100: int = 2, t4: int = 8) -> View:
 
 
 def test_the_typed_share_gives_each_type_its_own_capacity():
-    # one A100 (4x as fast as a T4) and 8 T4s, two equal bent jobs (rate sqrt W). Blind to
-    # types the share splits the 9 GPUs about evenly, as if each were an A100. Typed, one
-    # job takes the A100 (speedup 4) and the other all eight T4s (sqrt 8 = 2.83): the sum of
-    # 1 / speedup is 1 / 4 + 1 / 2.83 = 0.60, against 1 / 2 + 1 / 2 for 4 / 4 on the T4s
-    # and 1 / 4 + 1 / 2.65 for 1 + 7
+    # Sia's terms: a job's goodput over its slowest (one T4) to the power -0.5, a job left
+    # out 1.1, summed and minimised. One A100 (4x a T4) and 8 T4s, two equal jobs of rate
+    # sqrt W: one takes the A100 (4 ** -0.5 = 0.5), the other all eight T4s (8 ** -0.25 =
+    # 0.59): 1.09, against 2 x 4 ** -0.25 = 1.41 for 4 / 4 on the T4s. Blind to types the
+    # share splits the 9 GPUs about evenly, as if each were an A100
     jobs = typed_bent("a", 4.0), typed_bent("b", 4.0)
     assert sorted(typed_shares(typed_view(*jobs, a100=1, t4=8)).values()) == [("a100", 1), ("t4", 8)]
     assert sorted(share_counts(view(bent("a"), bent("b"), gpus=9)).values()) == [4, 5]
-    # two A100s: one each (1 / 4 + 1 / 4) beats both on one type or 2 + 8 (1 / 5.66 + 1 / 2.83)
+    # two A100s: one each (0.5 + 0.5) beats two and eight T4s (5.66 ** -0.5 + 0.59 = 1.01)
     assert typed_shares(typed_view(*jobs, a100=2, t4=8)) == {"a": ("a100", 1), "b": ("a100", 1)}
+
+
+def test_the_typed_share_leaves_a_job_out_where_another_gains_more_from_the_gpu():
+    # one A100 and two T4s, three equal jobs: the A100 and both T4s to two of them
+    # (0.5 + 2 ** -0.25 + 1.1 left out = 2.44) beats one GPU each (0.5 + 1 + 1 = 2.5): Sia's
+    # cost of leaving a job out is small; Pollux's terms run every job the cluster holds
+    jobs = typed_bent("a", 4.0), typed_bent("b", 4.0), typed_bent("c", 4.0)
+    picks = typed_shares(typed_view(*jobs, a100=1, t4=2))
+    assert sorted(picks.values(), key=str) == [("a100", 1), ("t4", 2), (None, 0)]
+    assert SIA_POWER == -0.5 and SIA_LEFT_OUT == 1.1
+    assert sorted(share_counts(view(bent("a"), bent("b"), bent("c"), gpus=3)).values()) == [1, 1, 1]
 
 
 def test_the_typed_share_is_exact_against_every_type_and_count():
@@ -308,10 +319,10 @@ def test_the_typed_share_is_exact_against_every_type_and_count():
         res = v.residual()
         options = []    # per job: (type, count, value), count 0 with no type
         for j, state in v.jobs.items():
-            base = sharing._rate_by_count(res, state.job)
-            opts = [(None, 0, speedup_values(v, res, state, len(jobs))[0])]
-            for g, rate in sharing._rates_by_type(res, state.job).items():
-                values = speedup_values(v, res, state, len(jobs), None, rate, base=base)
+            rates = sharing._rates_by_type(res, state.job)
+            opts = [(None, 0, -SIA_LEFT_OUT)]
+            for g, rate in rates.items():
+                values = sia_values(v, state, rate, slowest=sharing._slowest(rates, state.job), kept=False)
                 opts += [(g, w, values[w]) for w in range(1, len(values)) if np.isfinite(values[w])]
             options.append(opts)
         room = {"a100": int(res.cap[0, 0]), "t4": int(res.cap[1, 0])}
