@@ -7,9 +7,9 @@ Per slot t, one straight path:
    below :data:`~placement.online.sharing.LINEAR_BEND`) may have at most the worker count
    Pollux's objective gives it (:mod:`placement.online.sharing`: the power mean, p = -1, of
    the jobs' speedups over their fair share, restarts discounted; on a cluster of several
-   GPU types, each job one (type, count) as in Sia's MIP, each type its own capacity), so
-   the window, which orders by sizes it does not know, shares the cluster as that objective
-   does where no size tells the jobs apart and a wider job wastes workers; jobs whose speedup
+   GPU types, Sia's: each job one (type, count) under Sia's objective, each type its own
+   capacity), so the window, which orders by sizes it does not know, shares the cluster as
+   that objective does where no size tells the jobs apart and a wider job wastes workers; jobs whose speedup
    is linear are left to the window (running the shortest first is then optimal). The view
    the later steps see has those caps, never below the workers a job runs on (the window may
    still shrink it, weighing the restart), and the type left to the window. With several
