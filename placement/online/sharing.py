@@ -62,8 +62,9 @@ from solvers.problem import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "SIA_LEFT_OUT", "SIA_POWER", "TYPED_WORK", "bend", "bends", "capped_view", "counts",
-           "share_counts", "shares", "sia_values", "speedup_values", "typed_counts", "typed_shares"]
+__all__ = ["FLOOR", "LINEAR_BEND", "POWER", "SIA_LEFT_OUT", "SIA_POWER", "TYPED_WORK", "bend", "bends",
+           "capped_view", "counts", "share_counts", "shares", "sia_values", "speedup_values", "typed_counts",
+           "typed_shares"]
 
 #: the power mean's exponent (pollux.py, ``Problem._evaluate``: p = -1, "more negative = more fair")
 POWER = -1.0
@@ -118,7 +119,7 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
     type's units at most what its machines hold, Sia's objective (:func:`sia_values`)
     optimised, each count at its own type's rate, by :func:`typed_counts`. Each job's pick
     (type None and count 0: none), arguments as :func:`share_counts`."""
-    order, res, by_type, rates, keep = _prelude(view, jobs, machines, res, bent_only)
+    order, res, by_type, _, keep = _prelude(view, jobs, machines, res, bent_only)
     if not keep:
         return {}
     k, unit = _binding(res, [view.jobs[j].job for j in order], machines)
@@ -273,7 +274,8 @@ def sia_values(view: View, state: JobState, rate: np.ndarray, *, slowest: float,
     job = state.job
     values = np.full(len(rate), -np.inf)
     values[0] = -SIA_LEFT_OUT
-    factor, before = _restart_factor(view, state), workers_of(state.previous) if kept else -1
+    factor = _restart_factor(view, state)
+    before = workers_of(state.previous) if kept else -1
     for w in range(max(1, job.min_workers), len(rate)):
         goodput = rate[w] / slowest * (1.0 if w == before else factor) if slowest > 0 else 0.0
         if goodput > 0:
