@@ -10,10 +10,11 @@ Per slot t, one straight path:
    GPU types, Sia's: each job one (type, count) under Sia's objective, each type its own
    capacity), so the window, which orders by sizes it does not know, shares the cluster as
    that objective does where no size tells the jobs apart and a wider job wastes workers;
-   jobs whose speedup is linear are left to the window (running the shortest first is then optimal). The view
-   the later steps see has those caps, never below the workers a job runs on (the window may
-   still shrink it, weighing the restart), and the type left to the window. With several
-   partitions (step 1) each takes its share on its own machines (docs/online.md, "Shares").
+   jobs whose speedup is linear are left to the window (running the shortest first is then
+   optimal). The view the later steps see has those caps, never below the workers a job
+   runs on (the window may still shrink it, weighing the restart), and the type left to the
+   window. With several partitions (step 1) each takes its share on its own machines
+   (docs/online.md, "Shares").
 1. *Partitions* (:mod:`placement.online.partitions`, POP): more than ``jobs_per_partition``
    active jobs are split, with the racks, into independent groups.
 2. *Candidate domains* (:mod:`placement.online.candidates`): the few domains per job the
