@@ -137,8 +137,9 @@ def typed_shares(view: View, jobs: Sequence[str] | None = None, machines: np.nda
         cost = int(round(res.demand(state.job)[0][k] / unit))
         now = gpu_types(view.instance, state.previous)
         mine, pick = [], []
+        slowest = _slowest(by_type[j], state.job)
         for g, rate in by_type[j].items():
-            values = sia_values(view, state, rate, slowest=_slowest(by_type[j], state.job), kept=now == {g})
+            values = sia_values(view, state, rate, slowest=slowest, kept=now == {g})
             best = 0.0
             for w in np.flatnonzero(np.isfinite(values[1:])) + 1:
                 gain = values[w] - values[0]
@@ -389,9 +390,8 @@ def counts(values: list[np.ndarray], cost: list[int], capacity: int) -> list[int
     units (``cost[j]`` per worker) at most ``capacity``: :func:`typed_counts` with one type,
     each count W >= 1 of finite value an option gaining ``values[j][W] - values[j][0]``
     (ties: the fewest units used)."""
-    options = [[(0, int(w) * c, float(value[w] - value[0])) for w in np.flatnonzero(np.isfinite(value)) if w > 0]
-               for value, c in zip(values, cost)]
     ws = [[int(w) for w in np.flatnonzero(np.isfinite(value)) if w > 0] for value in values]
+    options = [[(0, w * c, float(value[w] - value[0])) for w in mine] for value, c, mine in zip(values, cost, ws)]
     return [mine[k] if k >= 0 else 0 for mine, k in zip(ws, typed_counts(options, [capacity]))]
 
 
