@@ -71,6 +71,27 @@ def test_a_job_that_did_not_run_last_slot_is_shown_its_restart_first():
     assert b.work_batches - a.work_batches == pytest.approx(4.0 * fastest / per_worker * fastest)
 
 
+def test_exact_estimates_show_each_job_its_own_remaining_work():
+    # a finished job's estimate was exact (ratio 1), so an open job's exact estimate is its
+    # size: shown as its own remaining work, as at oracle, whatever its width (at `none` the
+    # rank is shown at the job's fastest rate instead: the test above); paused (never run
+    # in slot 0) it is shown its restart first, the batches its fastest rate does in it
+    s = scheduler("estimate")
+    s.submit(B.job("done", work_batches=1e3), estimate=1e3)
+    s.report("done", 1e3)
+    s.finish("done")
+    s.submit(B.job("a", work_batches=800.0, restart_seconds=4.0), estimate=800.0)
+    s.report("a", 300.0)
+    s.step(0)
+    a = s.policy.views[0].jobs["a"].job
+    fastest = a.rate(a.max_workers, 1, max(m.local_gbps for m in B.star().machines))
+    assert a.max_workers > 1 and a.work_batches == pytest.approx(800.0 + 4.0 * fastest)
+    s.report("a", 350.0)
+    s.step(1)
+    assert s.policy.views[1].jobs["a"].previous
+    assert s.policy.views[1].jobs["a"].job.work_batches == pytest.approx(800.0)
+
+
 def test_a_job_past_its_estimate_keeps_running_until_the_cluster_finishes_it():
     s = scheduler("estimate")
     s.submit(B.job("j", work_batches=50.0), estimate=50.0)
