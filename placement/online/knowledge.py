@@ -74,11 +74,8 @@ def shown_job(job: Job, done: float, level: str, sizes: LearnedSizes, slot_secon
     setup = job.restart_seconds * fastest / rate if paused else 0.0
     remaining = sizes.gittins_remaining(done / rate, slot_seconds, label=label,
                                         estimate=None if estimate is None else estimate / rate, setup=setup)
-    # at `none` shown as that many seconds at the job's fastest rate: every policy then orders
-    # by the 2D rank (remaining / fastest rate = the GPU-seconds rank) and, the work being no
-    # smaller than what its widest placement does in that time, sizes the job to use it; at
-    # `estimate` as that many GPU-seconds at its best rate per GPU: its own remaining work
-    # (module docstring, "Scale")
+    # `none`: the 2D rank, every policy ordering by remaining GPU-seconds; `estimate`: the
+    # job's own remaining work (module docstring, "Scale")
     scale = rate if level == "estimate" else fastest
     return dataclasses.replace(job, work_batches=done + remaining * scale)
 
