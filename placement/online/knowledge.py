@@ -11,13 +11,14 @@ Three information levels (docs/model.md, "What the scheduler knows"):
   class labels (as Tiresias and Pollux know).
 
 Below ``oracle`` the scheduler never reads a submitted job's ``work_batches``: the job a
-policy sees carries instead ``done + r``, where ``r`` is the remaining work the Gittins
-rule ranks it by (:meth:`~placement.online.sizes.LearnedSizes.gittins_remaining`, which is
-the true remaining work when the size is known), so every policy plans and orders by it
-unchanged. Completion is only ever what the cluster reports (``finish``); a job that runs
-past its estimate keeps running, since ``r`` is always > 0. A job that did not run last
-slot is ranked with its restart first (the index's *setup*, :mod:`placement.online.sizes`):
-its ``restart_seconds`` at its fastest rate, which it loses when it starts.
+policy sees carries instead ``done + r``, where ``r`` is what is known of its remaining work
+(below, "Scale": the expected remaining work at ``estimate``, the remaining work the Gittins
+rule ranks it by at ``none``; each the true remaining work when the size is known), so every
+policy plans and orders by it unchanged. Completion is only ever what the cluster reports
+(``finish``); a job that runs past its estimate keeps running, since ``r`` is always > 0. A
+job that did not run last slot is ranked with its restart first (the index's *setup*,
+:mod:`placement.online.sizes`): its ``restart_seconds`` at its fastest rate, which it loses
+when it starts.
 
 Sizes are learned and compared in *GPU-seconds at the job's best rate per GPU* (its work
 divided by the fastest rate one of its workers reaches, :func:`size_rate`), not in
@@ -27,17 +28,20 @@ It is also stable while a job's table grows (an elastic job whose GPU cap double
 profiled, as in the Sia arena): its time at full speed would shrink with every doubling,
 making a job look older than the finished ones, its work per GPU does not.
 
-Scale: how that remaining work is shown. At ``none`` the index speaks only of other jobs'
-sizes, and it is shown as that many seconds at the job's *fastest* rate, so that every
-policy ranks by remaining GPU-seconds (the 2D rank of Tiresias: a wide job holds more of the
-cluster per second) and sizes the job to use its widest placement. At ``estimate`` the index
-speaks of the job's own size, and it is shown as that many GPU-seconds at the job's best rate
-per GPU, i.e. as its own remaining work, so that exact estimates leave every policy deciding
+Scale: what ``r`` is and how it is shown. At ``none`` only other jobs' sizes speak: ``r`` is
+the Gittins remaining work (:meth:`~placement.online.sizes.LearnedSizes.gittins_remaining`),
+shown as that many seconds at the job's *fastest* rate, so that every policy ranks by
+remaining GPU-seconds (the 2D rank of Tiresias: a wide job holds more of the cluster per
+second) and, the work being no smaller than its widest placement does in that time, sizes
+the job to use it. At ``estimate`` the job's own size speaks: ``r`` is its expected
+remaining work over the corrected estimate
+(:meth:`~placement.online.sizes.LearnedSizes.expected_total`), shown as the job's own work
+(GPU-seconds at its best rate per GPU), so that exact estimates leave every policy deciding
 as at ``oracle`` (up to the restart a paused job is ranked with). Measured in the Pollux
-arena's ``fixed`` mode over its eight workloads (docs/online.md): with exact estimates the
-2D scale was 1.019x the ``oracle`` run, this one 1.004x; with lognormal errors of sigma 1,
-1.057x and 1.052x. At ``none`` the 2D scale is the better (the same runs: 1.022x worse at
-the job's own scale).
+arena (docs/online.md, "Users' estimates"): at ``estimate``, exact estimates gave 1.019x the
+``oracle`` run at the 2D scale, 1.004x at the job's own; with lognormal errors of sigma 1
+1.057x and 1.052x (``fixed`` mode, eight workloads); at ``none`` the job's own scale does
+worse (1.022x), so ``none`` keeps the 2D one.
 """
 from __future__ import annotations
 
@@ -60,24 +64,24 @@ INFORMATION = ("oracle", "estimate", "none")
 def shown_job(job: Job, done: float, level: str, sizes: LearnedSizes, slot_seconds: float, local_gbps: float,
               *, estimate: float | None = None, label: str | None = None, paused: bool = False) -> Job:
     """``job`` as a policy sees it at information ``level``: unchanged at ``oracle``, else
-    with ``work_batches`` = ``done`` + the Gittins remaining work of what is known (in
-    GPU-seconds at its best rate per GPU, :func:`size_rate`; the prior's unit is one slot),
-    shown at ``none`` as that many seconds at its fastest rate, at ``estimate`` as that many
-    GPU-seconds at its best rate per GPU (module docstring, "Scale"). ``paused``: the job did
-    not run last slot, so its restart comes first (module docstring)."""
+    with ``work_batches`` = ``done`` + what is known of its remaining work, learned in
+    GPU-seconds at its best rate per GPU (:func:`size_rate`; the prior's unit is one slot):
+    at ``estimate`` its expected remaining work, shown at that rate (its own work); at
+    ``none`` its Gittins remaining work, shown as that many seconds at its fastest rate (the
+    2D rank; module docstring, "Scale"). ``paused``: the job did not run last slot, so its
+    restart comes first (module docstring)."""
     if level == "oracle":
         return job
-    if level == "none":
-        estimate = label = None
     rate = size_rate(job, local_gbps)
     fastest = fastest_rate(job, local_gbps)
     setup = job.restart_seconds * fastest / rate if paused else 0.0
-    remaining = sizes.gittins_remaining(done / rate, slot_seconds, label=label,
-                                        estimate=None if estimate is None else estimate / rate, setup=setup)
-    # `none`: the 2D rank, every policy ordering by remaining GPU-seconds; `estimate`: the
-    # job's own remaining work (module docstring, "Scale")
-    scale = rate if level == "estimate" else fastest
-    return dataclasses.replace(job, work_batches=done + remaining * scale)
+    attained = done / rate
+    if level == "estimate":
+        expected = sizes.expected_total(attained, slot_seconds, label=label,
+                                        estimate=None if estimate is None else estimate / rate)
+        return dataclasses.replace(job, work_batches=done + (expected - attained + setup) * rate)
+    remaining = sizes.gittins_remaining(attained, slot_seconds, setup=setup)  # no label, no estimate
+    return dataclasses.replace(job, work_batches=done + remaining * fastest)
 
 
 def fastest_rate(job: Job, local_gbps: float) -> float:
