@@ -39,9 +39,11 @@ remaining work over the corrected estimate
 (GPU-seconds at its best rate per GPU), so that exact estimates leave every policy deciding
 as at ``oracle`` (up to the restart a paused job is ranked with). Measured in the Pollux
 arena (docs/online.md, "Users' estimates"): at ``estimate``, exact estimates gave 1.019x the
-``oracle`` run at the 2D scale, 1.004x at the job's own; with lognormal errors of sigma 1
-1.057x and 1.052x (``fixed`` mode, eight workloads); at ``none`` the job's own scale does
-worse (1.022x), so ``none`` keeps the 2D one.
+``oracle`` run at the 2D scale, 1.006x at the job's own; with lognormal errors of sigma 1
+1.057x and 1.0515x (``fixed`` mode, eight workloads); at ``none`` the job's own scale does
+worse (1.022x), so ``none`` keeps the 2D one. The cost: our ``greedy``, whose slot rules
+size an elastic job to the fewest workers that finish it as soon, does so on a noisy
+forecast at ``estimate`` and loses in ``adaptive`` mode (docs/online.md).
 """
 from __future__ import annotations
 
