@@ -10,14 +10,33 @@ Everything else lives in the packages (README, "Packages"; docs/architecture.md)
 
 __version__ = "0.1.0"
 
-from placement.model.evaluate import Report, Violation, evaluate, score, validate  # noqa: E402
-from placement.model.instance import Instance, Job  # noqa: E402
-from placement.model.schedule import Schedule  # noqa: E402
-from placement.model.topology import Topology  # noqa: E402
-from placement.offline.solve import Certificate, Solution, SolveError, solve  # noqa: E402
-from placement.online.registry import POLICIES, make_policy  # noqa: E402
-from placement.online.scheduler import OnlineScheduler  # noqa: E402
+import importlib
 
-__all__ = ["Certificate", "Instance", "Job", "OnlineScheduler", "POLICIES", "Report", "Schedule", "Solution",
-           "SolveError", "Topology", "Violation", "__version__", "evaluate", "make_policy", "score", "solve",
-           "validate"]
+#: each public name and the module it lives in; imported on first use (PEP 562), so that
+#: ``import placement.cli`` starts light and a Ctrl-C while the command starts up meets its
+#: handler (placement.cli), not a half-imported NumPy
+_PUBLIC = {
+    "Report": "placement.model.evaluate", "Violation": "placement.model.evaluate",
+    "evaluate": "placement.model.evaluate", "score": "placement.model.evaluate",
+    "validate": "placement.model.evaluate",
+    "Instance": "placement.model.instance", "Job": "placement.model.instance",
+    "Schedule": "placement.model.schedule", "Topology": "placement.model.topology",
+    "Certificate": "placement.offline.solve", "Solution": "placement.offline.solve",
+    "SolveError": "placement.offline.solve", "solve": "placement.offline.solve",
+    "POLICIES": "placement.online.registry", "make_policy": "placement.online.registry",
+    "OnlineScheduler": "placement.online.scheduler",
+}
+
+__all__ = sorted([*_PUBLIC, "__version__"])
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'placement' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,10 @@ def test_the_public_face():
         assert getattr(placement, name) is not None, name
     assert placement.OnlineScheduler is placement.online.OnlineScheduler
     assert placement.make_policy is placement.online.make_policy
+
+
+def test_the_public_face_imports_nothing_heavy_until_used():
+    # a Ctrl-C while the command starts up must meet placement.cli's handler (test_reliability)
+    code = ("import sys, placement; assert 'numpy' not in sys.modules, 'eager';"
+            "placement.solve; assert 'numpy' in sys.modules; assert 'solve' in dir(placement)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
