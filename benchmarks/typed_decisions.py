@@ -71,8 +71,9 @@ def typed_jobs(n: int, seed: int) -> list[Job]:
         kinds = rng.choice([("t4", "rtx", "a100")] * 3 + [("rtx", "a100"), ("a100",), ("t4", "rtx")])
         p = rng.uniform(0.5, 1.0)
         counts = range(job.min_workers, job.max_workers + 1)
-        local = [w / job.batch_time(400) * (w / job.min_workers) ** (p - 1) for w in counts]
-        spread = [w / job.batch_time(job.worker_gbps) * (w / job.min_workers) ** (p - 1) for w in counts]
+        bend = [(w / job.min_workers) ** (p - 1) for w in counts]
+        local = [w / job.batch_time(400) * b for w, b in zip(counts, bend)]
+        spread = [w / job.batch_time(job.worker_gbps) * b for w, b in zip(counts, bend)]
         job = dataclasses.replace(job, arrival=0, work_batches=job.work_batches * 1000)  # none ends in the run
         if rng.random() < 0.15:
             out.append(job)

@@ -37,13 +37,8 @@ the job to use it. At ``estimate`` the job's own size speaks: ``r`` is its expec
 remaining work over the corrected estimate
 (:meth:`~placement.online.sizes.LearnedSizes.expected_total`), shown as the job's own work
 (GPU-seconds at its best rate per GPU), so that exact estimates leave every policy deciding
-as at ``oracle`` (up to the restart a paused job is ranked with). Measured in the Pollux
-arena (docs/online.md, "Users' estimates"): at ``estimate``, exact estimates gave 1.019x the
-``oracle`` run at the 2D scale, 1.006x at the job's own; with lognormal errors of sigma 1
-1.057x and 1.0515x (``fixed`` mode, eight workloads); at ``none`` the job's own scale does
-worse (1.022x), so ``none`` keeps the 2D one. The cost: our ``greedy`` loses in
-``adaptive`` mode at ``estimate`` (docs/online.md, "Users' estimates"; the cause is not yet
-found: its slot rules' tie-break was not it).
+as at ``oracle`` (up to the restart a paused job is ranked with). Why each level keeps its
+scale, as measured in the Pollux arena: docs/online.md, "Users' estimates".
 """
 from __future__ import annotations
 
