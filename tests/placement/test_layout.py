@@ -183,5 +183,6 @@ def test_the_public_face():
 def test_the_public_face_imports_nothing_heavy_until_used():
     # a Ctrl-C while the command starts up must meet placement.cli's handler (test_reliability)
     code = ("import sys, placement; assert 'numpy' not in sys.modules, 'eager';"
-            "placement.solve; assert 'numpy' in sys.modules; assert 'solve' in dir(placement)")
+            "placement.solve; assert 'numpy' in sys.modules; assert 'solve' in dir(placement);"
+            "assert set(placement.__all__) == {*placement._PUBLIC, '__version__'}")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
